@@ -1,0 +1,191 @@
+"""Nested data: key paths, flattening, leaf conversion and the spec.
+
+Buffers take nested dicts (``{"observation": {"state": x}, "action": a}``) whose leaves are
+numpy arrays, torch tensors, or Python numbers/lists, each with leading batch axes. Internally
+everything is flat: a key path is a tuple of strings (``("observation", "state")``) and a batch
+is a ``dict[KeyPath, torch.Tensor]``. The *spec* records, per key path, the trailing shape (the
+shape after the batch axes) and the dtype; the first non-empty write fixes it.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+KeyPath = tuple[str, ...]
+Key = str | tuple[str, ...]
+T = TypeVar("T")
+
+
+def as_key_path(key: Key, *, argument: str = "key") -> KeyPath:
+    """Normalise a key (a string or a tuple of strings) to a tuple key path.
+
+    Raises:
+        TypeError: ``key`` is neither a non-empty string nor a non-empty tuple of strings.
+    """
+    if isinstance(key, str):
+        return (key,)
+    if isinstance(key, tuple) and key and all(isinstance(part, str) for part in key):
+        return key
+    raise TypeError(f"{argument}: expected a str or a non-empty tuple of str, got {key!r}")
+
+
+def format_key_path(path: KeyPath) -> str:
+    """Show a key path in error messages the way users index their dicts."""
+    return "".join(f"[{part!r}]" for part in path)
+
+
+def flatten(data: Mapping[str, Any], *, argument: str = "data") -> dict[KeyPath, Any]:
+    """Flatten a nested mapping into ``{key path: leaf}`` in insertion order.
+
+    Raises:
+        TypeError: ``data`` is not a mapping, or a key is not a string.
+        ValueError: a nested mapping is empty (it would hold no leaf).
+    """
+    if not isinstance(data, Mapping):
+        raise TypeError(f"{argument}: expected a mapping of key -> array, got {type(data).__name__}")
+    flat: dict[KeyPath, Any] = {}
+    _flatten_into(data, (), flat, argument)
+    return flat
+
+
+def _flatten_into(data: Mapping[Any, Any], prefix: KeyPath, out: dict[KeyPath, Any],
+                  argument: str) -> None:
+    for key, value in data.items():
+        if not isinstance(key, str):
+            where = format_key_path(prefix) if prefix else "the top level"
+            raise TypeError(f"{argument}: keys must be str, got {key!r} at {where}")
+        path = (*prefix, key)
+        if isinstance(value, Mapping):
+            if not value:
+                raise ValueError(f"{argument}{format_key_path(path)}: empty mapping holds no data")
+            _flatten_into(value, path, out, argument)
+        else:
+            out[path] = value
+
+
+def unflatten(flat: Mapping[KeyPath, T]) -> dict[str, Any]:
+    """Rebuild the nested dict from ``{key path: leaf}``."""
+    nested: dict[str, Any] = {}
+    for path, value in flat.items():
+        node = nested
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return nested
+
+
+def join_key_path(path: KeyPath, separator: str) -> str:
+    """Join a key path into one flat name, refusing parts that contain ``separator``.
+
+    Raises:
+        ValueError: a part of the path contains the separator, so the name could not be split back.
+    """
+    for part in path:
+        if separator in part:
+            raise ValueError(
+                f"key {part!r} of {format_key_path(path)} contains the nested key separator "
+                f"{separator!r}; rename the key or choose another nested_key_separator"
+            )
+    return separator.join(path)
+
+
+def split_key_name(name: str, separator: str) -> KeyPath:
+    """Inverse of :func:`join_key_path`."""
+    return tuple(name.split(separator))
+
+
+@dataclass(frozen=True)
+class LeafSpec:
+    """Trailing shape (after the batch axes) and dtype of one leaf."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def numel(self) -> int:
+        """Elements per row."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes per row."""
+        return self.numel * self.dtype.itemsize
+
+    def describe(self) -> str:
+        return f"trailing shape {list(self.shape)}, dtype {dtype_name(self.dtype)}"
+
+
+Spec = dict[KeyPath, LeafSpec]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    """``"float32"`` (or ``"torch.float32"``) -> ``torch.float32``.
+
+    Raises:
+        ValueError: the name is not a torch dtype.
+    """
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype: expected the name of a torch dtype, got {name!r}")
+    return dtype
+
+
+def spec_to_json(spec: Spec, separator: str) -> list[dict[str, Any]]:
+    """A JSON-ready list describing each leaf: key path, dataset name, shape and dtype."""
+    return [
+        {
+            "key_path": list(path),
+            "name": separator.join(path),
+            "shape": list(leaf.shape),
+            "dtype": dtype_name(leaf.dtype),
+        }
+        for path, leaf in spec.items()
+    ]
+
+
+def to_tensor(value: Any, *, path: KeyPath, argument: str = "data") -> torch.Tensor:
+    """Convert one leaf to a tensor without copying where possible.
+
+    numpy arrays share memory (``torch.from_numpy``), tensors are returned as they are, Python
+    numbers and (nested) lists go through ``torch.as_tensor``. The caller copies into storage.
+
+    Raises:
+        TypeError: the leaf is not numeric (strings, objects, ragged lists, ...).
+    """
+    where = f"{argument}{format_key_path(path)}"
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"{where}: expected a numeric array, got numpy dtype {value.dtype}")
+        try:
+            return torch.from_numpy(np.ascontiguousarray(value))
+        except TypeError as err:
+            raise TypeError(f"{where}: numpy dtype {value.dtype} has no torch equivalent") from err
+    if isinstance(value, numbers.Number | list | tuple) and not isinstance(value, str):
+        try:
+            tensor = torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(
+                f"{where}: expected numbers or a rectangular list of numbers, got {value!r:.80}"
+            ) from err
+        return tensor
+    raise TypeError(
+        f"{where}: expected a numpy array, torch tensor, number or list, got {type(value).__name__}"
+    )
+
+
+def iter_leaves(nested: Mapping[str, Any]) -> Iterator[tuple[KeyPath, Any]]:
+    """Walk a nested dict, yielding ``(key path, leaf)``."""
+    yield from flatten(nested).items()

@@ -21,7 +21,7 @@ import torch
 from bufcore import checkpoint
 from bufcore.errors import CorruptCheckpointError
 from bufcore.rng import generator_state, make_generator, restore_generator
-from bufcore.storage import RingStorage
+from bufcore.storage import Batch, RingStorage
 from bufcore.tree import format_key_path, unflatten
 
 B = TypeVar("B", bound="DictBuffer")
@@ -139,11 +139,17 @@ class DictBuffer:
                 unequal batch sizes.
         """
         batch = self._storage.validate(data)
-        newly_allocated = not self._storage.allocated and batch.size > 0
+        if batch.size == 0:
+            return
+        newly_allocated = not self._storage.allocated
         with torch.no_grad():
-            self._storage.write(batch)
+            self._write(batch)
         if newly_allocated:
             self._warn_unsaveable_keys()
+
+    def _write(self, batch: Batch) -> None:
+        """Write a validated, non-empty batch (subclasses extend this to track more state)."""
+        self._storage.write(batch)
 
     def _warn_unsaveable_keys(self) -> None:
         sep = self.nested_key_separator
@@ -260,4 +266,8 @@ class DictBuffer:
             except ValueError as err:
                 raise CorruptCheckpointError(reader.path / checkpoint.STATE, str(err)) from err
         buffer.seed = reader.state.get("seed")
+        buffer._after_load(reader)
         return buffer
+
+    def _after_load(self, reader: checkpoint.CheckpointReader) -> None:
+        """Hook for subclasses: rebuild derived state once rows and cursor are restored."""

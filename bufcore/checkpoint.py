@@ -74,7 +74,7 @@ class Payload:
         separator: Nested key separator used to name datasets.
         batch_dims: Leading batch axes of every dataset (1: ``[rows]``, 2: ``[rows, env]``).
         spec: Key path -> trailing shape and dtype.
-        arrays: Key path -> the rows to save (``[rows, (env,) *shape]``, any device, may be strided).
+        arrays: Key path -> rows to save (``[rows, (env,) *shape]``; any device, may be strided).
         state: JSON-ready bufcore-only state.
     """
 
@@ -107,7 +107,8 @@ def _write_files(staging: Path, payload: Payload, names: dict[KeyPath, str]) -> 
     rows = next(iter(payload.arrays.values())).shape[0] if payload.arrays else 0
     env_count = (
         int(next(iter(payload.arrays.values())).shape[1])
-        if payload.arrays and payload.batch_dims == 2 else None
+        if payload.arrays and payload.batch_dims == 2
+        else None
     )
     with h5py.File(staging / PAYLOAD, "w", libver="earliest") as h5:
         for path, leaf in payload.spec.items():
@@ -144,10 +145,10 @@ def _write_dataset(h5: h5py.File, name: str, array: torch.Tensor, leaf: LeafSpec
     row_bytes = max(1, int(np.prod(array.shape[1:], dtype=np.int64)) * leaf.dtype.itemsize)
     step = max(1, _BLOCK_BYTES // row_bytes)
     for start in range(0, array.shape[0], step):
-        block = array[start:start + step]
+        block = array[start : start + step]
         if stored != leaf.dtype:
             block = block.view(stored)
-        dataset[start:start + block.shape[0]] = block.detach().cpu().contiguous().numpy()
+        dataset[start : start + block.shape[0]] = block.detach().cpu().contiguous().numpy()
 
 
 def _write_json(path: Path, data: Any, *, indent: int | None = None) -> None:
@@ -304,15 +305,22 @@ class CheckpointReader:
         manifest: manifest.json, or None for checkpoints written by BFM-Zero.
     """
 
-    def __init__(self, path: Path, config: dict[str, Any], state: dict[str, Any],
-                 manifest: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        config: dict[str, Any],
+        state: dict[str, Any],
+        manifest: dict[str, Any] | None,
+    ) -> None:
         self.path = path
         self.config = config
         self.state = state
         self.manifest = manifest
         target = config.get("__target__")
         if not isinstance(target, str):
-            raise CorruptCheckpointError(path / CONFIG, f"'__target__' must be a str, got {target!r}")
+            raise CorruptCheckpointError(
+                path / CONFIG, f"'__target__' must be a str, got {target!r}"
+            )
         self.target = target
         self._h5: h5py.File | None = None
 
@@ -368,8 +376,9 @@ class CheckpointReader:
                     ) from err
                 if dataset.ndim < batch_dims:
                     raise CorruptCheckpointError(
-                        payload, f"dataset {name!r} has shape {dataset.shape}, expected at least "
-                        f"{batch_dims} leading axes"
+                        payload,
+                        f"dataset {name!r} has shape {dataset.shape}, expected at least "
+                        f"{batch_dims} leading axes",
                     )
                 spec[path] = LeafSpec(tuple(dataset.shape[batch_dims:]), dtype)
                 self._names[path] = name
@@ -405,10 +414,14 @@ class CheckpointReader:
         try:
             for start in range(0, rows, step):
                 stop = min(rows, start + step)
-                dataset.read_direct(block, source_sel=np.s_[start:stop], dest_sel=np.s_[: stop - start])
+                dataset.read_direct(
+                    block, source_sel=np.s_[start:stop], dest_sel=np.s_[: stop - start]
+                )
                 target[start:stop].copy_(torch.from_numpy(block[: stop - start]))
         except OSError as err:
-            raise CorruptCheckpointError(self.path / PAYLOAD, f"reading {name!r} failed ({err})") from err
+            raise CorruptCheckpointError(
+                self.path / PAYLOAD, f"reading {name!r} failed ({err})"
+            ) from err
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -444,7 +457,9 @@ def _verify(path: Path, expected: dict[str, Any]) -> None:
         raise CorruptCheckpointError(path, "file listed in the manifest is missing")
     digest, size = file_digest(path)
     if size != expected.get("size"):
-        raise CorruptCheckpointError(path, f"size {size} bytes, manifest says {expected.get('size')}")
+        raise CorruptCheckpointError(
+            path, f"size {size} bytes, manifest says {expected.get('size')}"
+        )
     if digest != expected.get("sha256"):
         raise CorruptCheckpointError(path, "sha256 does not match the manifest")
 
@@ -509,8 +524,9 @@ class Checkpointable(Protocol):
     """A buffer class that can be rebuilt from an open checkpoint."""
 
     @classmethod
-    def _from_checkpoint(cls, reader: CheckpointReader, device: str | torch.device | None) -> Any:
-        ...
+    def _from_checkpoint(
+        cls, reader: CheckpointReader, device: str | torch.device | None
+    ) -> Any: ...
 
 
 C = TypeVar("C", bound=type)
@@ -523,7 +539,7 @@ def register_target(*names: str) -> Callable[[C], C]:
     def register(cls: C) -> C:
         for name in names:
             _TARGETS[name] = cls
-        cls._checkpoint_target = names[0]
+        cls._checkpoint_target = names[0]  # type: ignore[attr-defined]
         return cls
 
     return register
@@ -545,8 +561,12 @@ def resolve_target(target: str, *, where: Path) -> type:
     raise ValueError(f"{where}: unknown __target__ {target!r}; known targets: {known}")
 
 
-def load_checkpoint(path: str | os.PathLike[str], device: str | torch.device | None = None,
-                    *, expected: type | None = None) -> Any:
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    device: str | torch.device | None = None,
+    *,
+    expected: type | None = None,
+) -> Any:
     """Load whichever buffer ``path`` holds (``expected``: require that class or a subclass).
 
     Raises:
@@ -578,8 +598,14 @@ def load_buffer(path: str | os.PathLike[str], device: str | torch.device | None 
     return load_checkpoint(path, device)
 
 
-def restore_storage(reader: CheckpointReader, storage: RingStorage, *, separator: str,
-                    cursor: int | None, is_full: bool | None) -> None:
+def restore_storage(
+    reader: CheckpointReader,
+    storage: RingStorage,
+    *,
+    separator: str,
+    cursor: int | None,
+    is_full: bool | None,
+) -> None:
     """Fill a fresh ``storage`` from the checkpoint's datasets and set its cursor.
 
     ``cursor``/``is_full`` are config.json's ``_idx``/``_is_full``; old BFM-Zero configs lack
@@ -596,14 +622,17 @@ def restore_storage(reader: CheckpointReader, storage: RingStorage, *, separator
     if cursor is None or is_full is None:
         cursor, is_full = rows % capacity, rows == capacity
     if isinstance(cursor, bool) or not isinstance(cursor, int) or not 0 <= cursor < capacity:
-        raise CorruptCheckpointError(where, f"_idx must be an int in [0, {capacity}), got {cursor!r}")
+        raise CorruptCheckpointError(
+            where, f"_idx must be an int in [0, {capacity}), got {cursor!r}"
+        )
     if not isinstance(is_full, bool):
         raise CorruptCheckpointError(where, f"_is_full must be a bool, got {is_full!r}")
     expected_rows = capacity if is_full else cursor
     if rows != expected_rows:
         raise CorruptCheckpointError(
-            where, f"_idx={cursor} and _is_full={is_full} mean {expected_rows} rows, "
-            f"but {PAYLOAD} holds {rows}"
+            where,
+            f"_idx={cursor} and _is_full={is_full} mean {expected_rows} rows, "
+            f"but {PAYLOAD} holds {rows}",
         )
     if spec:
         storage.allocate(spec, env_count)
@@ -617,8 +646,9 @@ def storage_arrays(storage: RingStorage) -> dict[KeyPath, torch.Tensor]:
     return {path: view[: len(storage)] for path, view in storage.views.items()}
 
 
-def config_value(config: dict[str, Any], key: str, kind: type | tuple[type, ...], *,
-                 where: Path) -> Any:
+def config_value(
+    config: dict[str, Any], key: str, kind: type | tuple[type, ...], *, where: Path
+) -> Any:
     """``config[key]`` checked to be of ``kind``.
 
     Raises:

@@ -126,7 +126,9 @@ class RingStorage:
             self._check_leaf(path, tensor, argument)
             leaves[path] = tensor
         size = self._common_axis(leaves, 0, "batch size", argument)
-        env_count = self._common_axis(leaves, 1, "env count", argument) if self.batch_dims == 2 else None
+        env_count = (
+            self._common_axis(leaves, 1, "env count", argument) if self.batch_dims == 2 else None
+        )
         if self.env_count is not None and env_count != self.env_count:
             raise ValueError(
                 f"{argument}: expected {self.env_count} envs (axis 1), got {env_count}"
@@ -146,7 +148,7 @@ class RingStorage:
         if self.spec is None:
             return
         leaf = self.spec[path]
-        trailing = tuple(tensor.shape[self.batch_dims:])
+        trailing = tuple(tensor.shape[self.batch_dims :])
         if trailing != leaf.shape:
             hint = ""
             if tuple(tensor.shape) == leaf.shape:
@@ -162,8 +164,9 @@ class RingStorage:
                 f"dtype {dtype_name(leaf.dtype)}"
             )
 
-    def _common_axis(self, leaves: dict[KeyPath, torch.Tensor], axis: int, what: str,
-                     argument: str) -> int:
+    def _common_axis(
+        self, leaves: dict[KeyPath, torch.Tensor], axis: int, what: str, argument: str
+    ) -> int:
         sizes = {path: int(t.shape[axis]) for path, t in leaves.items()}
         distinct = set(sizes.values())
         if len(distinct) != 1:
@@ -179,8 +182,10 @@ class RingStorage:
             return
         if self.spec is None:
             self.allocate(
-                {p: LeafSpec(tuple(t.shape[self.batch_dims:]), t.dtype)
-                 for p, t in batch.leaves.items()},
+                {
+                    p: LeafSpec(tuple(t.shape[self.batch_dims :]), t.dtype)
+                    for p, t in batch.leaves.items()
+                },
                 batch.env_count,
             )
         cap = self.capacity
@@ -188,9 +193,9 @@ class RingStorage:
         start = (self.cursor + n - kept) % cap
         first = min(kept, cap - start)
         for path, src in batch.leaves.items():
-            src = src[n - kept:]
+            src = src[n - kept :]
             view = self._views[path]
-            view[start:start + first].copy_(src[:first])
+            view[start : start + first].copy_(src[:first])
             if kept > first:
                 view[: kept - first].copy_(src[first:])
         self.is_full = self.is_full or self.cursor + n >= cap
@@ -219,11 +224,12 @@ class RingStorage:
         lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, self.slots)
         for path, leaf in spec.items():
             if leaf.nbytes == 0:
-                self._views[path] = torch.zeros((*lead, *leaf.shape), dtype=leaf.dtype,
-                                                device=self.device)
+                self._views[path] = torch.zeros(
+                    (*lead, *leaf.shape), dtype=leaf.dtype, device=self.device
+                )
                 continue
             off = self._offsets[path]
-            column = self._rows[:, off:off + leaf.nbytes].view(leaf.dtype)
+            column = self._rows[:, off : off + leaf.nbytes].view(leaf.dtype)
             self._views[path] = column.view(*lead, *leaf.shape)
 
     def restore(self, *, cursor: int, is_full: bool) -> None:
@@ -249,11 +255,12 @@ class RingStorage:
         out: dict[KeyPath, torch.Tensor] = {}
         for path, leaf in self.spec.items():
             if leaf.nbytes == 0:
-                out[path] = torch.zeros((*index.shape, *leaf.shape), dtype=leaf.dtype,
-                                        device=self.device)
+                out[path] = torch.zeros(
+                    (*index.shape, *leaf.shape), dtype=leaf.dtype, device=self.device
+                )
                 continue
             off = self._offsets[path]
-            typed = scratch[:, off:off + leaf.nbytes].view(leaf.dtype)
+            typed = scratch[:, off : off + leaf.nbytes].view(leaf.dtype)
             out[path] = typed.view(*index.shape, *leaf.shape).clone(
                 memory_format=torch.contiguous_format
             )
@@ -274,8 +281,20 @@ class RingStorage:
         return time_index[:, None] * self.slots + envs
 
 
-_STORABLE = frozenset({
-    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-    torch.uint16, torch.uint32, torch.uint64,
-    torch.float16, torch.bfloat16, torch.float32, torch.float64,
-})
+_STORABLE = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+    }
+)

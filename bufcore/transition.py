@@ -36,7 +36,9 @@ def resolve_device(device: str | torch.device, *, argument: str = "device") -> t
     try:
         return torch.device(device)
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"{argument}: expected a torch device such as 'cpu' or 'cuda', got {device!r}") from err
+        raise ValueError(
+            f"{argument}: expected a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from err
 
 
 def check_count(value: Any, argument: str, *, minimum: int = 1) -> int:
@@ -79,11 +81,19 @@ class DictBuffer:
     _batch_dims = 1
     _checkpoint_target: str
 
-    def __init__(self, *, capacity: int, device: str | torch.device = "cpu",
-                 nested_key_separator: str = "-", seed: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        capacity: int,
+        device: str | torch.device = "cpu",
+        nested_key_separator: str = "-",
+        seed: int | None = None,
+    ) -> None:
         check_count(capacity, "capacity")
         if not isinstance(nested_key_separator, str) or not nested_key_separator:
-            raise ValueError(f"nested_key_separator: expected a non-empty str, got {nested_key_separator!r}")
+            raise ValueError(
+                f"nested_key_separator: expected a non-empty str, got {nested_key_separator!r}"
+            )
         if "/" in nested_key_separator:
             raise ValueError("nested_key_separator: '/' is HDF5's group separator; choose another")
         self.capacity = capacity
@@ -123,8 +133,10 @@ class DictBuffer:
         return unflatten(self._storage.views) if self._storage.allocated else None
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(capacity={self.capacity}, len={len(self)}, "
-                f"cursor={self.cursor}, device={str(self.device)!r})")
+        return (
+            f"{type(self).__name__}(capacity={self.capacity}, len={len(self)}, "
+            f"cursor={self.cursor}, device={str(self.device)!r})"
+        )
 
     # ---------------------------------------------------------------- writing
     def extend(self, data: Mapping[str, Any]) -> None:
@@ -175,8 +187,9 @@ class DictBuffer:
         check_count(batch_size, "batch_size")
         if self.empty():
             raise ValueError("cannot sample: the buffer is empty (extend it first)")
-        index = torch.randint(len(self), (batch_size,), generator=self._generator,
-                              device=self.device)
+        index = torch.randint(
+            len(self), (batch_size,), generator=self._generator, device=self.device
+        )
         return unflatten(self._storage.gather(index))
 
     def get_full_buffer(self) -> dict[str, Any]:
@@ -219,8 +232,9 @@ class DictBuffer:
         checkpoint.save_payload(path, payload)
 
     @classmethod
-    def load(cls: type[B], path: str | os.PathLike[str],
-             device: str | torch.device | None = None) -> B:
+    def load(
+        cls: type[B], path: str | os.PathLike[str], device: str | torch.device | None = None
+    ) -> B:
         """Load a checkpoint written by bufcore or by BFM-Zero.
 
         Args:
@@ -244,10 +258,13 @@ class DictBuffer:
         }
 
     @classmethod
-    def _from_checkpoint(cls: type[B], reader: checkpoint.CheckpointReader,
-                         device: str | torch.device | None) -> B:
+    def _from_checkpoint(
+        cls: type[B], reader: checkpoint.CheckpointReader, device: str | torch.device | None
+    ) -> B:
         where = reader.path / checkpoint.CONFIG
-        config = {k: v for k, v in reader.config.items() if k not in ("_idx", "_is_full", "__target__")}
+        config = {
+            k: v for k, v in reader.config.items() if k not in ("_idx", "_is_full", "__target__")
+        }
         kwargs = cls._init_kwargs(config, where)
         if device is not None:
             kwargs["device"] = device
@@ -256,8 +273,11 @@ class DictBuffer:
         except (TypeError, ValueError) as err:
             raise CorruptCheckpointError(where, str(err)) from err
         checkpoint.restore_storage(
-            reader, buffer._storage, separator=buffer.nested_key_separator,
-            cursor=reader.config.get("_idx"), is_full=reader.config.get("_is_full"),
+            reader,
+            buffer._storage,
+            separator=buffer.nested_key_separator,
+            cursor=reader.config.get("_idx"),
+            is_full=reader.config.get("_is_full"),
         )
         generator = reader.state.get("generator")
         if generator is not None:

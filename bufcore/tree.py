@@ -10,7 +10,7 @@ shape after the batch axes) and the dtype; the first non-empty write fixes it.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -48,14 +48,17 @@ def flatten(data: Mapping[str, Any], *, argument: str = "data") -> dict[KeyPath,
         ValueError: a nested mapping is empty (it would hold no leaf).
     """
     if not isinstance(data, Mapping):
-        raise TypeError(f"{argument}: expected a mapping of key -> array, got {type(data).__name__}")
+        raise TypeError(
+            f"{argument}: expected a mapping of key -> array, got {type(data).__name__}"
+        )
     flat: dict[KeyPath, Any] = {}
     _flatten_into(data, (), flat, argument)
     return flat
 
 
-def _flatten_into(data: Mapping[Any, Any], prefix: KeyPath, out: dict[KeyPath, Any],
-                  argument: str) -> None:
+def _flatten_into(
+    data: Mapping[Any, Any], prefix: KeyPath, out: dict[KeyPath, Any], argument: str
+) -> None:
     for key, value in data.items():
         if not isinstance(key, str):
             where = format_key_path(prefix) if prefix else "the top level"
@@ -184,8 +187,3 @@ def to_tensor(value: Any, *, path: KeyPath, argument: str = "data") -> torch.Ten
     raise TypeError(
         f"{where}: expected a numpy array, torch tensor, number or list, got {type(value).__name__}"
     )
-
-
-def iter_leaves(nested: Mapping[str, Any]) -> Iterator[tuple[KeyPath, Any]]:
-    """Walk a nested dict, yielding ``(key path, leaf)``."""
-    yield from flatten(nested).items()

@@ -42,8 +42,14 @@ class ZBuffer:
 
     _checkpoint_target: str
 
-    def __init__(self, capacity: int, dim: int, device: str | torch.device = "cpu",
-                 dtype: torch.dtype = torch.float32, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        dim: int,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        seed: int | None = None,
+    ) -> None:
         check_count(capacity, "capacity")
         check_count(dim, "dim")
         if not isinstance(dtype, torch.dtype):
@@ -111,14 +117,15 @@ class ZBuffer:
             separator="-",
             batch_dims=1,
             spec=storage.spec or {},
-            arrays=checkpoint.storage_arrays(storage) if len(storage) else {},
+            arrays=checkpoint.storage_arrays(storage),
             state={"seed": self.seed, "generator": generator_state(self._generator)},
         )
         checkpoint.save_payload(path, payload)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str],
-             device: str | torch.device | None = None) -> ZBuffer:
+    def load(
+        cls, path: str | os.PathLike[str], device: str | torch.device | None = None
+    ) -> ZBuffer:
         """Load a checkpoint written by :meth:`save`.
 
         Raises:
@@ -129,15 +136,18 @@ class ZBuffer:
         return loaded
 
     @classmethod
-    def _from_checkpoint(cls, reader: checkpoint.CheckpointReader,
-                         device: str | torch.device | None) -> ZBuffer:
+    def _from_checkpoint(
+        cls, reader: checkpoint.CheckpointReader, device: str | torch.device | None
+    ) -> ZBuffer:
         where: Path = reader.path / checkpoint.CONFIG
         config = reader.config
         try:
             buffer = cls(
                 checkpoint.config_value(config, "capacity", int, where=where),
                 checkpoint.config_value(config, "dim", int, where=where),
-                device if device is not None else checkpoint.config_value(config, "device", str, where=where),
+                device
+                if device is not None
+                else checkpoint.config_value(config, "device", str, where=where),
                 dtype_from_name(checkpoint.config_value(config, "dtype", str, where=where)),
             )
         except (TypeError, ValueError) as err:
@@ -146,12 +156,18 @@ class ZBuffer:
             raise CorruptCheckpointError(where, str(err)) from err
         # A fresh storage reads the rows; the eager allocation is replaced by the stored spec.
         storage = RingStorage(buffer.capacity, device=buffer.device)
-        checkpoint.restore_storage(reader, storage, separator="-",
-                                   cursor=config.get("_idx"), is_full=config.get("_is_full"))
+        checkpoint.restore_storage(
+            reader,
+            storage,
+            separator="-",
+            cursor=config.get("_idx"),
+            is_full=config.get("_is_full"),
+        )
         if storage.spec is not None and storage.spec != buffer._storage.spec:
             raise CorruptCheckpointError(
                 reader.path / checkpoint.PAYLOAD,
-                f"stored z has {storage.spec}, config says dim {buffer.dim}, {dtype_name(buffer.dtype)}",
+                f"stored z has {storage.spec}, config says dim {buffer.dim}, "
+                f"{dtype_name(buffer.dtype)}",
             )
         if storage.spec is None:
             storage.allocate({_Z: LeafSpec((buffer.dim,), buffer.dtype)}, None)

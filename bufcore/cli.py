@@ -1,0 +1,32 @@
+"""The ``bufcore`` command."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from bufcore.demo import run_demo
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``bufcore`` console script."""
+    parser = argparse.ArgumentParser(prog="bufcore", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="fill, sample, save and reload a DictBuffer")
+    demo.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where to save the checkpoint (default: a temporary directory)",
+    )
+    demo.add_argument("--capacity", type=int, default=1000)
+    demo.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        run_demo(args.dir, capacity=args.capacity, seed=args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from bufcore import CorruptCheckpointError, DictBuffer, ZBuffer, load_buffer
+from tests.support import DEVICES
 
 BFM_TARGET = "humanoidverse.agents.buffers.transition.DictBuffer"
 
@@ -321,3 +322,14 @@ def test_a_cursor_that_disagrees_with_the_rows_is_a_corrupt_checkpoint(
     write_bfm_checkpoint(tmp_path / "ckpt", rows=rows, capacity=8, idx=idx, full=full)
     with pytest.raises(CorruptCheckpointError, match=r"config\.json"):
         DictBuffer.load(tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_buffer_on_any_device_round_trips_and_samples_there(tmp_path: Path, device: str) -> None:
+    buffer = filled(5, 7, device=device)
+    buffer.save(tmp_path / "ckpt")
+    loaded = DictBuffer.load(tmp_path / "ckpt")
+    assert torch.equal(loaded.sample(4)["id"], buffer.sample(4)["id"])
+    assert loaded.device.type == device
+    assert loaded.sample(3)["observation"]["state"].device.type == device
+    assert_same(loaded, buffer)

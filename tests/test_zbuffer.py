@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bufcore import ZBuffer, load_buffer
+from tests.support import DEVICES
 
 
 def numbered(start: int, n: int, dim: int = 3) -> torch.Tensor:
@@ -117,3 +118,11 @@ def test_save_and_load_round_trip_contents_cursor_and_stream(tmp_path: Path, fil
     if fill:
         assert torch.equal(loaded.sample(6), buffer.sample(6))
     assert isinstance(load_buffer(tmp_path / "z"), ZBuffer)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_z_buffer_lives_and_samples_on_its_device(device: str) -> None:
+    buffer = ZBuffer(4, 3, device=device, seed=0)
+    buffer.add(numbered(0, 3))
+    assert buffer.sample(5).device.type == device
+    assert buffer.sample(5, device="cpu").device.type == "cpu"

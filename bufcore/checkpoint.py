@@ -502,6 +502,15 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[CheckpointReader]:
     try:
         config = _read_json(root / CONFIG)
         state = _read_json(root / STATE) if (root / STATE).exists() else {}
+        written_by_bufcore = (root / STATE).exists() or str(config.get("__target__")).startswith(
+            "bufcore."
+        )
+        if manifest is None and written_by_bufcore:
+            # BFM-Zero writes neither state.json nor bufcore targets; bufcore always writes a
+            # manifest, so without it nothing could be verified.
+            raise CorruptCheckpointError(
+                root / MANIFEST, "file is missing; bufcore checkpoints always have one"
+            )
         reader = CheckpointReader(root, config, state, manifest)
         try:
             yield reader

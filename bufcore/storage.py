@@ -17,7 +17,7 @@ reaches the last row. A batch is validated completely (:meth:`RingStorage.valida
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,19 +238,26 @@ class RingStorage:
         self.is_full = is_full
 
     # ---------------------------------------------------------------- reading
-    def gather(self, index: torch.Tensor) -> dict[KeyPath, torch.Tensor]:
+    def gather(
+        self, index: torch.Tensor, paths: Iterable[KeyPath] | None = None
+    ) -> dict[KeyPath, torch.Tensor]:
         """Copy the rows at flat ``index`` (``time * env_count + env``) into fresh tensors.
 
         Every output is contiguous with shape ``[*index.shape, *leaf shape]``. One
         ``index_select`` per leaf reads from the packed rows: the leaves of a row share cache
         lines and pages, which is what makes this close to a single whole-row gather.
+
+        Args:
+            index: Flat row indices, any shape.
+            paths: The leaves to read (stored key paths, in output order); ``None`` for all.
         """
         if self.spec is None:
             raise ValueError("storage is empty: nothing was written yet")
         flat_index = index.reshape(-1)
+        selected = self._flat_views if paths is None else {p: self._flat_views[p] for p in paths}
         return {
             path: torch.index_select(rows, 0, flat_index).view(*index.shape, *self.spec[path].shape)
-            for path, rows in self._flat_views.items()
+            for path, rows in selected.items()
         }
 
     def chronological_time_index(self) -> torch.Tensor:

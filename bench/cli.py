@@ -1,15 +1,24 @@
-"""Command-line options of ``python -m bench``."""
+"""Command-line options of ``python -m bench``.
+
+A run has two parts, both on by default: ``transition`` (DictBuffer against the peers, the
+ceilings and the disk) and ``trajectory`` (window indices and windows with ``next``,
+:mod:`bench.trajectory`). ``--only PART`` runs one, ``--skip PART`` leaves one out.
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench import trajectory
 from bench.report import render, write_json
-from bench.runner import Config, run
+from bench.runner import Config, Results, run
+from bench.trajectory import TrajectoryConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PARTS = ("transition", "trajectory")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -20,8 +29,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small, fast run: capacity 100,000, fewer repeats (numbers are noisier)",
+        help="small, fast run: capacity 100,000, trajectory buffers of 400 time rows, fewer "
+        "repeats and shorter blocks (numbers are noisier)",
     )
+    part = parser.add_mutually_exclusive_group()
+    part.add_argument("--only", choices=PARTS, help="run only this part")
+    part.add_argument("--skip", choices=PARTS, help="leave this part out")
     parser.add_argument("--capacity", type=int, help="rows of the steady-state buffers")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument(
@@ -53,6 +66,30 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="scratch directory for checkpoints; must be on the disk to measure, not tmpfs",
     )
     parser.add_argument("--json", type=Path, default=RESULTS / "latest.json")
+    traj = parser.add_argument_group("trajectory part")
+    traj.add_argument(
+        "--traj-capacity",
+        type=int,
+        help="time rows of the sample+next buffers (default 2000; --quick 400)",
+    )
+    traj.add_argument("--traj-envs", type=int, default=256, help="envs of the sample+next buffers")
+    traj.add_argument(
+        "--index-shape",
+        type=int,
+        nargs=2,
+        default=[5000, 1024],
+        metavar=("TIME", "ENVS"),
+        help="end-flag ring of the index measurement (default: 5000 1024, BFM-Zero's)",
+    )
+    traj.add_argument("--seq-length", type=int, default=8, help="rows per window")
+    traj.add_argument(
+        "--traj-rounds", type=int, help="timed blocks per subject and thread count (default 9)"
+    )
+    traj.add_argument(
+        "--traj-block",
+        type=float,
+        help="seconds per timed block; calls per block are set from one call (default 0.25)",
+    )
     return parser.parse_args(argv)
 
 
@@ -76,12 +113,47 @@ def config_from(args: argparse.Namespace) -> Config:
     )
 
 
+def trajectory_config_from(args: argparse.Namespace) -> TrajectoryConfig:
+    """Defaults depend on ``--quick``; explicit options win."""
+    quick = bool(args.quick)
+    return TrajectoryConfig(
+        index_capacity=args.index_shape[0],
+        index_envs=args.index_shape[1],
+        capacity=args.traj_capacity or (400 if quick else 2000),
+        envs=args.traj_envs,
+        batch_size=args.batch_size,
+        seq_length=args.seq_length,
+        rounds=args.traj_rounds or (3 if quick else 9),
+        block_seconds=args.traj_block or (0.05 if quick else 0.25),
+        pool_batches=4 if quick else 8,
+        threads=tuple(args.threads),
+    )
+
+
+def parts_from(args: argparse.Namespace) -> tuple[str, ...]:
+    """The parts to run, in run order."""
+    if args.only:
+        return (args.only,)
+    return tuple(p for p in PARTS if p != args.skip)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark, print the table, write the JSON; exit status 0."""
+    """Run the benchmark, print the tables, write the JSON; exit status 0."""
     args = parse_args(argv)
     cfg = config_from(args)
-    results = run(cfg)
-    print(render(cfg, results), flush=True)
-    write_json(args.json, cfg, results)
+    traj = trajectory_config_from(args)
+    parts = parts_from(args)
+    started = time.perf_counter()
+    results = Results()
+    # The transition part first: its fresh-process row must run before anything big exists.
+    if "transition" in parts:
+        run(cfg, results)
+    if "trajectory" in parts:
+        trajectory.run(traj, results)
+    results.seconds = time.perf_counter() - started
+    shown = traj if "trajectory" in parts else None
+    transition = "transition" in parts
+    print(render(cfg, results, shown, transition=transition), flush=True)
+    write_json(args.json, cfg, results, shown, transition=transition)
     print(f"wrote {args.json}")
     return 0

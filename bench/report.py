@@ -1,8 +1,10 @@
-"""The plain-text table and the JSON file of one run.
+"""The plain-text tables and the JSON file of one run.
 
 One row per measurement: its median rate with the range of its repeats at each thread count,
 and, on the row of whatever bufcore is compared with, the ratio bufcore / that row (medians, same
-thread count), the target and PASS/MISS. A summary of the targets follows the table.
+thread count), the target and PASS/MISS. A summary of the targets follows each table. The
+transition table (DictBuffer, peers, ceilings, disk) comes first, the trajectory table
+(:mod:`bench.trajectory`) second; either may be left out of a run.
 """
 
 from __future__ import annotations
@@ -18,8 +20,27 @@ from typing import Any
 import torch
 
 from bench.runner import MB_PER_S, Config, Results
-from bench.targets import RATIOS, Ratio, ratio_for
+from bench.targets import (
+    RATIOS,
+    TRAJECTORY_BOUNDS,
+    TRAJECTORY_RATIOS,
+    Bound,
+    Ratio,
+    bound_for,
+    ratio_for,
+)
 from bench.timing import Series
+from bench.trajectory import OPS as TRAJECTORY_OPS
+from bench.trajectory import SAMPLES_PER_S, US_PER_CALL, TrajectoryConfig
+from bench.trajpeers import (
+    BUFCORE_DRAW,
+    BUFCORE_UPDATE,
+    CACHED_TABLE,
+    PER_LEAF,
+    RESCAN,
+    TORCHRL,
+    TORCHRL_CACHED,
+)
 from bench.workload import ROW_BYTES
 
 OPS = ("sample", "extend", "first fill", "save", "load (cold)")
@@ -32,6 +53,13 @@ ORDER = (
     "1 array",
     "raw write+fsync",
     "raw read",
+    BUFCORE_UPDATE,
+    BUFCORE_DRAW,
+    TORCHRL,
+    TORCHRL_CACHED,
+    PER_LEAF,
+    RESCAN,
+    CACHED_TABLE,
 )
 LABELS = {
     ("sample", "1 array"): "ceiling: index_select",
@@ -46,6 +74,10 @@ LABELS = {
 def _rate(value: float, unit: str) -> str:
     if unit == MB_PER_S:
         return f"{value:,.0f}"
+    if unit == SAMPLES_PER_S:
+        return f"{value / 1e3:,.1f}k"
+    if unit == US_PER_CALL:
+        return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
     return f"{value / 1e6:.3f}M"
 
 
@@ -65,7 +97,12 @@ def _ratio_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def _target_text(ratio: Ratio | None) -> str:
+def _target_text(ratio: Ratio | None, bound: Bound | None = None, unit: str = "") -> str:
+    if bound is not None:
+        if bound.minimum is not None:
+            return f">={_rate(bound.minimum, unit)}"
+        if bound.maximum is not None:
+            return f"<={_rate(bound.maximum, unit)}"
     return "" if ratio is None or ratio.minimum is None else f">={ratio.minimum:g}x"
 
 
@@ -90,23 +127,32 @@ def _subjects(results: Results, op: str) -> list[str]:
     return sorted(names, key=lambda s: ORDER.index(s) if s in ORDER else len(ORDER))
 
 
-def table_rows(results: Results, threads: tuple[int, ...]) -> list[list[str]]:
-    """The table body: one row per (op, implementation), grouped by op."""
+def table_rows(
+    results: Results,
+    threads: tuple[int, ...],
+    ops: Sequence[str] = OPS,
+    ratios: tuple[Ratio, ...] = RATIOS,
+) -> list[list[str]]:
+    """The table body: one row per (op, implementation), grouped by op.
+
+    A row shows the ratio whose denominator it is, or the absolute target (:class:`Bound`) on it.
+    """
     head, other = threads[0], threads[1:] if len(threads) > 1 else ()
     rows: list[list[str]] = []
-    for op in OPS:
+    for op in ops:
         for subject in _subjects(results, op):
             by_threads = results.series[(op, subject)]
             unit = next(iter(by_threads.values())).unit
-            ratio = ratio_for(op, subject)
+            ratio = ratio_for(op, subject, ratios)
+            target: Ratio | Bound | None = ratio or bound_for(op, subject)
             row = [op, LABELS.get((op, subject), subject), unit, _cell(by_threads.get(head))]
             row += [_cell(by_threads.get(t)) for t in other]
             row.append(_faults_text(by_threads.get(head)))
             row.append(_ratio_text(ratio.value(results, head)) if ratio else "")
             row += [_ratio_text(ratio.value(results, t)) if ratio else "" for t in other]
-            row.append(_target_text(ratio))
-            row.append(ratio.verdict(results, head) if ratio else "")
-            row += [ratio.verdict(results, t) if ratio else "" for t in other]
+            row.append(_target_text(ratio, bound_for(op, subject), unit))
+            row.append(target.verdict(results, head) if target else "")
+            row += [target.verdict(results, t) if target else "" for t in other]
             rows.append(row)
     return rows
 
@@ -131,10 +177,34 @@ def table_header(threads: tuple[int, ...]) -> list[str]:
     ]
 
 
-def summary_lines(results: Results, threads: int) -> list[str]:
+def _bound_line(bound: Bound, results: Results, threads: int) -> str:
+    """``PASS``/``MISS``, the median, the limit and how far inside (or outside) it is."""
+    series = results.get(bound.op, bound.subject, threads)
+    what = f"{bound.op}: {bound.subject}"
+    if series is None:
+        return f"  n/a   {what}: not measured"
+    unit, value = series.unit, series.median
+    if bound.minimum is not None:
+        limit, miss = f">= {_rate(bound.minimum, unit)}", "short by"
+    else:
+        # A time over its limit reads as "over by", a rate under its floor as "short by".
+        limit, miss = f"<= {_rate(bound.maximum or 0.0, unit)}", "over by"
+    margin = bound.margin(value)
+    return (
+        f"  {bound.verdict(results, threads)}  {what} = {_rate(value, unit)} {unit} (target "
+        f"{limit} {unit}, {'margin' if margin >= 0 else miss} {abs(margin):.1%})"
+    )
+
+
+def summary_lines(
+    results: Results,
+    threads: int,
+    ratios: tuple[Ratio, ...] = RATIOS,
+    bounds: tuple[Bound, ...] = (),
+) -> list[str]:
     """One line per target at the headline thread count: value, target, margin."""
-    lines = []
-    for ratio in RATIOS:
+    lines = [_bound_line(bound, results, threads) for bound in bounds]
+    for ratio in ratios:
         if ratio.minimum is None:
             continue
         value = ratio.value(results, threads)
@@ -195,17 +265,11 @@ def environment(cfg: Config, results: Results) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ output
-def render(cfg: Config, results: Results) -> str:
-    """The whole printed report."""
-    env = environment(cfg, results)
-    versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
+def _transition_section(cfg: Config, results: Results, env: dict[str, Any]) -> list[str]:
     lines = [
         "bufcore benchmark (BFM-Zero transition: obs {state 67, last_action 29, "
         "privileged_state 217, history_actor 580}, action 29, z 256, reward 1 f32; "
         "terminated, truncated bool)",
-        f"machine: {env['cpu']}, {env['cpus']} CPUs, {env['memory_gib']} GiB; "
-        f"python {env['python']}, torch {env['torch']}",
-        f"versions: {versions}",
         f"capacity {cfg.capacity:,} rows x {ROW_BYTES:,} B = {cfg.capacity * ROW_BYTES / 1e9:.2f} "
         f"GB per buffer; batch {cfg.batch_size}; steady state: {cfg.repeats} rounds x "
         f"{cfg.calls} calls; first fill: {cfg.fill_rows:,} rows into an empty buffer of that "
@@ -223,17 +287,94 @@ def render(cfg: Config, results: Results) -> str:
     ]
     if any(fs in env["scratch_filesystem"] for fs in ("tmpfs", "ramfs")):
         lines.append("WARNING: the scratch directory is in memory; disk rates are not disk rates")
-    if results.missing:
-        lines.append(f"not installed (rows skipped): {', '.join(results.missing)}")
     lines += ["", format_table(table_header(cfg.threads), table_rows(results, cfg.threads)), ""]
     lines.append(f"targets at {cfg.threads[0]} thread (headline):")
     lines += summary_lines(results, cfg.threads[0])
+    return lines
+
+
+def _trajectory_section(traj: TrajectoryConfig, results: Results) -> list[str]:
+    windows = traj.batch_size // traj.seq_length
+    table = table_rows(results, traj.threads, ops=TRAJECTORY_OPS, ratios=TRAJECTORY_RATIOS)
+    lines = [
+        f"trajectory sampling (BFM-Zero online buffer, [time, env] rows, end key 'truncated', "
+        f"episodes of 50-500 steps; batch {traj.batch_size} = {windows} windows of "
+        f"{traj.seq_length}; samples = window rows, {traj.rounds} rounds of "
+        f"~{traj.block_seconds:g} s blocks)",
+        f"window index / index build: extend one time step of [{traj.index_capacity}, "
+        f"{traj.index_envs}] end flags, then the rows of one batch, no payload; "
+        "'update only'/'draw only' are bufcore's two halves; 'BFM-Zero cached table' is never "
+        "updated (stale: a floor, not a design)",
+        f"sample+next: obs, action, z, terminated, truncated, reward + next obs, terminated, from "
+        f"a full, wrapped [{traj.capacity}, {traj.envs}] buffer ({traj.buffer_bytes / 1e9:.2f} "
+        "GB), no extend in between; torchrl draws windows of seq+1 and splits them",
+        "samples/s in thousands; bufcore/this: paired median of rate ratios (same round and "
+        "thread count); faults/call: median minor page faults per call",
+        "",
+        format_table(table_header(traj.threads), table),
+        "",
+        f"trajectory targets at {traj.threads[0]} thread (headline):",
+    ]
+    lines += summary_lines(results, traj.threads[0], TRAJECTORY_RATIOS, TRAJECTORY_BOUNDS)
+    return lines
+
+
+def render(
+    cfg: Config,
+    results: Results,
+    traj: TrajectoryConfig | None = None,
+    *,
+    transition: bool = True,
+) -> str:
+    """The whole printed report: the transition table and/or the trajectory table."""
+    env = environment(cfg, results)
+    versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
+    lines = [
+        f"machine: {env['cpu']}, {env['cpus']} CPUs, {env['memory_gib']} GiB; "
+        f"python {env['python']}, torch {env['torch']}",
+        f"versions: {versions}",
+    ]
+    if results.missing:
+        lines.append(f"not installed (rows skipped): {', '.join(results.missing)}")
+    if transition:
+        lines += ["", *_transition_section(cfg, results, env)]
+    if traj is not None:
+        lines += ["", *_trajectory_section(traj, results)]
     lines.append(f"total {results.seconds:.0f} s")
     return "\n".join(lines)
 
 
-def to_json(cfg: Config, results: Results) -> dict[str, Any]:
-    """Everything measured, every repeat included."""
+def _ratio_json(ratio: Ratio, results: Results, threads: Sequence[int]) -> dict[str, Any]:
+    return {
+        "op": ratio.op,
+        "numerator": ratio.subject,
+        "denominator": list(ratio.against),
+        "minimum": ratio.minimum,
+        "values": {str(t): ratio.value(results, t) for t in threads},
+        "ratio_of_medians": {str(t): ratio.of_medians(results, t) for t in threads},
+        "verdicts": {str(t): ratio.verdict(results, t) for t in threads},
+    }
+
+
+def _bound_json(bound: Bound, results: Results, threads: Sequence[int]) -> dict[str, Any]:
+    return {
+        "op": bound.op,
+        "implementation": bound.subject,
+        "minimum": bound.minimum,
+        "maximum": bound.maximum,
+        "medians": {str(t): bound.value(results, t) for t in threads},
+        "verdicts": {str(t): bound.verdict(results, t) for t in threads},
+    }
+
+
+def to_json(
+    cfg: Config,
+    results: Results,
+    traj: TrajectoryConfig | None = None,
+    *,
+    transition: bool = True,
+) -> dict[str, Any]:
+    """Everything measured, every repeat included (both parts share one file)."""
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
     measurements = [
         {
@@ -244,27 +385,33 @@ def to_json(cfg: Config, results: Results) -> dict[str, Any]:
         }
         for (op, subject), by_threads in results.series.items()
     ]
-    ratios = [
-        {
-            "op": r.op,
-            "numerator": r.subject,
-            "denominator": list(r.against),
-            "minimum": r.minimum,
-            "values": {str(t): r.value(results, t) for t in cfg.threads},
-            "ratio_of_medians": {str(t): r.of_medians(results, t) for t in cfg.threads},
-            "verdicts": {str(t): r.verdict(results, t) for t in cfg.threads},
-        }
-        for r in RATIOS
-    ]
-    return {
+    out: dict[str, Any] = {
+        "parts": [p for p, on in (("transition", transition), ("trajectory", traj)) if on],
         "config": config,
         "environment": environment(cfg, results),
         "measurements": measurements,
-        "ratios": ratios,
+        "ratios": [_ratio_json(r, results, cfg.threads) for r in RATIOS] if transition else [],
     }
+    if traj is not None:
+        out["trajectory_config"] = asdict(traj)
+        out["trajectory_ratios"] = [
+            _ratio_json(r, results, traj.threads) for r in TRAJECTORY_RATIOS
+        ]
+        out["trajectory_bounds"] = [
+            _bound_json(b, results, traj.threads) for b in TRAJECTORY_BOUNDS
+        ]
+    return out
 
 
-def write_json(path: Path, cfg: Config, results: Results) -> None:
+def write_json(
+    path: Path,
+    cfg: Config,
+    results: Results,
+    traj: TrajectoryConfig | None = None,
+    *,
+    transition: bool = True,
+) -> None:
     """Write :func:`to_json` to ``path`` (parents created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_json(cfg, results), indent=2) + "\n", encoding="utf-8")
+    payload = to_json(cfg, results, traj, transition=transition)
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")

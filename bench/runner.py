@@ -291,10 +291,10 @@ def fresh_phase(cfg: Config, results: Results) -> None:
                 results.add(op, FRESH, int(threads), ROWS_PER_S, rate, f"fresh#{rep}", faults)
 
 
-def run(cfg: Config) -> Results:
-    """Run every phase and return the measurements."""
+def run(cfg: Config, results: Results | None = None) -> Results:
+    """Run every phase and return the measurements (added to ``results`` when given)."""
     started = time.perf_counter()
-    results = Results()
+    results = Results() if results is None else results
     fresh_phase(cfg, results)
     settle_allocator()
     peers, missing = peer_implementations(cfg.batch_size)

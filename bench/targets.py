@@ -7,6 +7,11 @@ keeps the slow drift of a shared machine (rates here wander by 30% over a minute
 ratio; the plain ratio of the two medians is kept in the JSON beside it. Ratios with a
 ``minimum`` are targets: PASS when the ratio reaches it. Targets apply to the headline thread
 count (1); the same ratio at 2 threads is reported beside it for information.
+
+The trajectory table (:mod:`bench.trajectory`) adds :data:`TRAJECTORY_RATIOS` and, for the two
+limits the issue states in absolute terms (index building per batch, windows per second),
+:class:`Bound` targets on the median of bufcore's own measurement. Those move with the machine,
+so they are reported beside the ratios rather than instead of them.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from dataclasses import dataclass
 
 from bench.runner import Results
 from bench.timing import paired_ratio
+from bench.trajectory import OP_INDEX, OP_INDEX_US, OP_WINDOWS
+from bench.trajpeers import BUFCORE, CACHED_TABLE, PER_LEAF, RESCAN, TORCHRL, TORCHRL_CACHED
 
 
 @dataclass(frozen=True)
@@ -82,9 +89,72 @@ RATIOS: tuple[Ratio, ...] = (
 )
 
 
-def ratio_for(op: str, subject: str) -> Ratio | None:
+# Trajectory sampling. Index: the issue's >= 10x torchrl without cached values (measured here
+# before: torchrl ~43 k samples/s, a full rescan ~114 k). Windows with next: >= 300 k samples/s,
+# which was 2.8x torchrl with cached values (107 k) and 4.4x without (68 k) on this machine.
+TRAJECTORY_RATIOS: tuple[Ratio, ...] = (
+    Ratio(OP_INDEX, BUFCORE, (OP_INDEX, TORCHRL), 10.0),
+    Ratio(OP_INDEX, BUFCORE, (OP_INDEX, RESCAN)),
+    Ratio(OP_INDEX, BUFCORE, (OP_INDEX, CACHED_TABLE)),
+    Ratio(OP_WINDOWS, BUFCORE, (OP_WINDOWS, TORCHRL_CACHED), 2.8),
+    Ratio(OP_WINDOWS, BUFCORE, (OP_WINDOWS, TORCHRL), 4.4),
+    Ratio(OP_WINDOWS, BUFCORE, (OP_WINDOWS, PER_LEAF)),
+)
+
+
+def ratio_for(op: str, subject: str, ratios: tuple[Ratio, ...] = RATIOS) -> Ratio | None:
     """The ratio shown on the row of ``(op, subject)``, if any."""
-    for ratio in RATIOS:
+    for ratio in ratios:
         if ratio.against == (op, subject):
             return ratio
+    return None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An absolute target on the median of one measurement at a thread count.
+
+    Attributes:
+        op: The measurement's op.
+        subject: The measurement's implementation label.
+        minimum: Lowest passing median (for rates), or None.
+        maximum: Highest passing median (for times), or None.
+    """
+
+    op: str
+    subject: str
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def value(self, results: Results, threads: int) -> float | None:
+        """The median at ``threads``; None when not measured."""
+        series = results.get(self.op, self.subject, threads)
+        return None if series is None else series.median
+
+    def margin(self, value: float) -> float:
+        """How far ``value`` is inside the bound (negative: outside), relative to the bound."""
+        if self.minimum is not None:
+            return value / self.minimum - 1
+        assert self.maximum is not None
+        return 1 - value / self.maximum
+
+    def verdict(self, results: Results, threads: int) -> str:
+        """``PASS``/``MISS``, or ``n/a`` when unmeasured."""
+        value = self.value(results, threads)
+        if value is None:
+            return "n/a"
+        return "PASS" if self.margin(value) >= 0 else "MISS"
+
+
+TRAJECTORY_BOUNDS: tuple[Bound, ...] = (
+    Bound(OP_INDEX_US, BUFCORE, maximum=100.0),
+    Bound(OP_WINDOWS, BUFCORE, minimum=300_000.0),
+)
+
+
+def bound_for(op: str, subject: str) -> Bound | None:
+    """The absolute target shown on the row of ``(op, subject)``, if any."""
+    for bound in TRAJECTORY_BOUNDS:
+        if (bound.op, bound.subject) == (op, subject):
+            return bound
     return None

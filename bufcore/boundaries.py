@@ -63,23 +63,29 @@ def find_start_stop_traj(
     rows = int(end.shape[0])
     if rows == 0 or end.numel() == 0:
         raise ValueError(f"end: expected at least one row and one column, got {list(end.shape)}")
-    flags = (end != 0).reshape(rows, -1).clone()
+    if at_capacity and cursor is not None:
+        if isinstance(cursor, bool) or not isinstance(cursor, int):
+            raise TypeError(f"cursor: expected an int, got {cursor!r}")
+        if not -rows <= cursor < rows:
+            raise ValueError(f"cursor: expected an int in [{-rows}, {rows}), got {cursor}")
+    # One private copy, env-major ([E, T]) so nonzero walks memory in order; bool input is
+    # copied as is (comparing it with 0 would build a wide temporary).
+    flags = end.reshape(rows, -1).T
+    flags = (flags if flags.dtype == torch.bool else flags != 0).clone(
+        memory_format=torch.contiguous_format
+    )
     if not at_capacity:
-        flags[-1] = True
+        flags[:, -1] = True
     else:
         if cursor is not None:
-            if isinstance(cursor, bool) or not isinstance(cursor, int):
-                raise TypeError(f"cursor: expected an int, got {cursor!r}")
-            if not -rows <= cursor < rows:
-                raise ValueError(f"cursor: expected an int in [{-rows}, {rows}), got {cursor}")
-            flags[cursor] = True
-        flags[-1] |= ~flags.any(0)
-    env, stop = flags.T.nonzero(as_tuple=True)
+            flags[:, cursor] = True
+        flags[:, -1] |= ~flags.any(1)
+    env, stop = flags.nonzero(as_tuple=True)
     first = torch.ones_like(env, dtype=torch.bool)
     first[1:] = env[1:] != env[:-1]
     last = torch.ones_like(first)
     last[:-1] = env[1:] != env[:-1]
-    last_stop = torch.empty(flags.shape[1], dtype=torch.long, device=end.device)
+    last_stop = torch.empty(flags.shape[0], dtype=torch.long, device=end.device)
     last_stop[env[last]] = stop[last]
     previous = torch.roll(stop, 1)
     start = torch.where(first, (last_stop[env] + 1) % rows, previous + 1)
@@ -93,19 +99,24 @@ def find_start_stop_traj(
 class OnlineBoundaries:
     """Trajectories of a ``[capacity, E]`` ring of end flags, updated as rows are written.
 
-    See the module docstring for the data model. Layout details chosen for sampling speed (a
-    torch op costs microseconds and a random read of a large table a cache miss, so a draw must
-    take few of both): the per-trajectory table holds ``(start, stop)`` pairs side by side, with
-    ``2 * capacity`` entries per env, entry ``id % capacity`` mirrored at ``+ capacity``, so the
-    ``k``-th live trajectory of env ``e`` is at ``e * 2 * capacity + head[e] % capacity + k``
-    without a modulo; each row also records the table entry of its trajectory and each physical
-    time row its absolute time.
+    See the module docstring for the data model. Layout details chosen for speed (a torch op
+    costs microseconds and a random read of a large table a cache miss, so a step and a draw
+    must take few of both):
 
-    Costs: ``extend`` of ``n`` rows is about 30 vectorised ops over ``n * E`` elements (on
-    CUDA it syncs with the host to select the rows that start or end a trajectory, and to read
-    the live count);
-    :meth:`propose_trajectories` and :meth:`propose_rows` about 6 ops over the draws;
-    :meth:`table` O(live trajectories + E).
+    - The per-trajectory table holds ``(start, stop)`` pairs side by side with ``2 * capacity``
+      entries per env, entry ``id % capacity`` mirrored at ``+ capacity``, so the ``k``-th live
+      trajectory of env ``e`` is at ``e * 2 * capacity + head[e] % capacity + k`` without a
+      modulo.
+    - Every step rewrites the entry of each env's newest trajectory from ``_newest``
+      (``[E, 2]``: its start, and the newest time as its stop), so a one-step ``extend`` needs
+      no mask or nonzero: the entry of a trajectory that just ended keeps its last stop.
+    - Each row records its trajectory's id and table entry, and each physical time row its
+      absolute time (for row-uniform proposals).
+
+    Costs: a one-step ``extend`` is about 15 vectorised ops over ``E`` elements, with no host
+    sync; a block of ``n`` rows about 25 ops over ``n * E`` (on CUDA it syncs once to select the
+    rows that end a trajectory). :meth:`propose_trajectories` and :meth:`propose_rows` take
+    about 6 ops over the draws; :meth:`table` O(live trajectories + E) and one sync.
 
     Args:
         capacity: Time rows of the ring.
@@ -117,17 +128,18 @@ class OnlineBoundaries:
 
     env_count: int | None
     steps: int
-    live: int
     _row_tid: torch.Tensor  # [capacity, E] trajectory id of each physical row
     _row_slot: torch.Tensor  # [capacity * E] table entry of each row's trajectory
     _row_time: torch.Tensor  # [capacity] absolute time of each physical time row
     _span: torch.Tensor  # [E * 2 * capacity, 2] absolute first and last time of a trajectory
-    _head: torch.Tensor  # [E] id of the oldest live trajectory
-    _tail: torch.Tensor  # [E] one past the newest id
+    _newest: torch.Tensor  # [E, 2] start of each env's newest trajectory, newest time
+    _last_tid: torch.Tensor  # [E] id of each env's newest trajectory
     _open: torch.Tensor  # [E] whether the newest row's flag was False (its trajectory continues)
+    _counts: torch.Tensor  # [E] live trajectories per env
     _cumulative: torch.Tensor  # [E] live trajectories of envs 0..e
     _base: torch.Tensor  # [E] table entry of env e's oldest live trajectory minus its rank
     _env_base: torch.Tensor  # [E] first table entry of each env
+    _envs: torch.Tensor  # [E] 0..E-1
 
     def __init__(self, capacity: int, *, device: torch.device) -> None:
         if capacity < 1:
@@ -140,9 +152,9 @@ class OnlineBoundaries:
         empty = torch.empty(0, dtype=torch.long, device=self.device)
         self.env_count = None
         self.steps = 0
-        self.live = 0
         self._row_tid = self._row_slot = self._row_time = self._span = empty
-        self._head = self._tail = self._cumulative = self._base = self._env_base = empty
+        self._newest = self._last_tid = empty
+        self._counts = self._cumulative = self._base = self._env_base = self._envs = empty
         self._open = empty.bool()
 
     # ------------------------------------------------------------------ state
@@ -160,6 +172,11 @@ class OnlineBoundaries:
         """Absolute time of the newest row (``-1`` before any write)."""
         return self.steps - 1
 
+    @property
+    def live(self) -> int:
+        """Live trajectories over all envs (a host sync on CUDA)."""
+        return int(self._cumulative[-1]) if self.steps else 0
+
     def _allocate(self, env_count: int) -> None:
         cap, device = self.capacity, self.device
         self.env_count = env_count
@@ -171,10 +188,11 @@ class OnlineBoundaries:
         self._row_slot = zeros(cap * env_count)
         self._row_time = zeros(cap)
         self._span = zeros(env_count * 2 * cap, 2)
-        self._head = zeros(env_count)
-        self._tail = zeros(env_count)
+        self._newest = zeros(env_count, 2)
+        self._last_tid = torch.full((env_count,), -1, dtype=torch.long, device=device)
         self._open = torch.zeros(env_count, dtype=torch.bool, device=device)
-        self._env_base = torch.arange(env_count, device=device) * (2 * cap)
+        self._envs = torch.arange(env_count, device=device)
+        self._env_base = self._envs * (2 * cap)
 
     # ---------------------------------------------------------------- writing
     def extend(self, end: torch.Tensor) -> None:
@@ -197,7 +215,34 @@ class OnlineBoundaries:
         if self.env_count is None:
             self._allocate(env_count)
         flags = end.to(device=self.device, dtype=torch.bool)
+        if n == 1:
+            self._extend_one(flags[0])
+        else:
+            self._extend_block(flags)
+        self._update_live()
+
+    def _extend_one(self, flags: torch.Tensor) -> None:
+        """One time row: every env's newest trajectory gains the row (or a new one starts)."""
+        cap, time = self.capacity, self.steps
+        begins = ~self._open
+        tid = self._last_tid + begins
+        slot = self._env_base + tid % cap
+        self._newest[:, 0].masked_fill_(begins, time)
+        self._newest[:, 1].fill_(time)
+        self._span.index_copy_(0, slot, self._newest)
+        self._span.index_copy_(0, slot + cap, self._newest)
+        physical = time % cap
+        self._row_tid[physical] = tid
+        self._row_slot.view(cap, -1)[physical] = slot
+        self._row_time[physical] = time
+        self._last_tid = tid
+        self._open = ~flags
+        self.steps = time + 1
+
+    def _extend_block(self, flags: torch.Tensor) -> None:
+        """Several time rows at once (a block write, or a rebuild after loading)."""
         cap = self.capacity
+        n = int(flags.shape[0])
         first_time = self.steps
         begins_before = ~self._open
         if n > cap:
@@ -209,29 +254,39 @@ class OnlineBoundaries:
         begins = torch.empty_like(flags)
         begins[0] = begins_before
         begins[1:] = flags[:-1]
-        tid = (self._tail - 1) + torch.cumsum(begins, 0)
-        slot = self._env_base + tid % cap
+        tid = self._last_tid + torch.cumsum(begins, 0)
         times = torch.arange(first_time, first_time + n, device=self.device)
-        row_times = times[:, None].expand(n, env_count)
+        # Start time of each row's trajectory: the latest begin at or before it.
+        begun = torch.where(begins, times[:, None], -1)
+        start = torch.maximum(torch.cummax(begun, 0).values, self._newest[:, 0])
+        # A trajectory's entry is written once, at its last row in the block.
         stops = flags.clone()
         stops[-1] = True
-        for column, rows in ((0, begins), (1, stops)):
-            entry, value = slot[rows], row_times[rows]
-            table = self._span[:, column]
-            table[entry] = value
-            table[entry + cap] = value
+        row, env = stops.nonzero(as_tuple=True)
+        slot = self._env_base + tid % cap
+        span = torch.stack([start[row, env], times[row]], 1)
+        ends = slot[row, env]
+        self._span.index_copy_(0, ends, span)
+        self._span.index_copy_(0, ends + cap, span)
         physical = times % cap
         self._row_tid[physical] = tid
-        self._row_slot.view(cap, env_count)[physical] = slot
+        self._row_slot.view(cap, -1)[physical] = slot
         self._row_time[physical] = times
-        self.steps = first_time + n
+        self._newest[:, 0] = start[-1]
+        self._newest[:, 1] = times[-1]
+        self._last_tid = tid[-1]
         self._open = ~flags[-1]
-        self._tail = tid[-1] + 1
-        self._head = self._row_tid[self.oldest % cap]
-        counts = self._tail - self._head
-        self._cumulative = torch.cumsum(counts, 0)
-        self._base = self._env_base + self._head % cap - (self._cumulative - counts)
-        self.live = int(self._cumulative[-1])
+        self.steps = first_time + n
+
+    def _update_live(self) -> None:
+        """Per-env live id ranges ``[head, last_tid]`` and where their entries start."""
+        oldest = self.oldest % self.capacity
+        # The oldest row belongs to each env's oldest live trajectory; its slot is where the
+        # env's live entries begin.
+        self._counts = self._last_tid + 1 - self._row_tid[oldest]
+        self._cumulative = torch.cumsum(self._counts, 0)
+        head_slot = self._row_slot.view(self.capacity, -1)[oldest]
+        self._base = head_slot - (self._cumulative - self._counts)
 
     def rebuild(self, end: torch.Tensor, *, cursor: int, is_full: bool) -> None:
         """Recompute everything from a ring's physical end flags (after loading a checkpoint).
@@ -261,17 +316,21 @@ class OnlineBoundaries:
 
     def table(self) -> TrajectoryTable:
         """Every live trajectory (surviving part, absolute times), sorted by env then time."""
-        if self.env_count is None or self.live == 0:
+        live = self.live
+        if self.env_count is None or live == 0:
             empty = torch.empty(0, dtype=torch.long, device=self.device)
             return TrajectoryTable(env=empty, start=empty, stop=empty)
-        counts = self._tail - self._head
-        envs = torch.arange(self.env_count, device=self.device)
-        env = torch.repeat_interleave(envs, counts, output_size=self.live)
-        return self._trajectories(env, torch.arange(self.live, device=self.device))
+        env = torch.repeat_interleave(self._envs, self._counts, output_size=live)
+        return self._trajectories(env, torch.arange(live, device=self.device))
 
     def propose_trajectories(self, count: int, generator: torch.Generator) -> TrajectoryTable:
-        """``count`` live trajectories drawn uniformly with replacement (eligible or not)."""
-        rank = torch.randint(self.live, (count,), generator=generator, device=self.device)
+        """``count`` live trajectories drawn uniformly with replacement (eligible or not).
+
+        The rank is ``floor(u * live)`` with a float64 ``u`` in ``[0, 1)``, so the live count
+        never has to be read on the host.
+        """
+        draw = torch.rand(count, dtype=torch.float64, generator=generator, device=self.device)
+        rank = (draw * self._cumulative[-1]).long()
         env = torch.searchsorted(self._cumulative, rank, right=True)
         return self._trajectories(env, rank)
 

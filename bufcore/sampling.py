@@ -28,6 +28,7 @@ positive. On CPU these cost nothing.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -103,9 +104,10 @@ def draw_categorical(weights: torch.Tensor, count: int, generator: torch.Generat
 
 
 def _uniform_below(counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One uniform integer in ``[0, counts[i])`` per element (``counts >= 1``).
+    """One uniform integer in ``[0, counts[i])`` per element with ``counts[i] >= 1``.
 
-    ``floor(u * c)`` with a 53-bit ``u < 1`` never rounds up to ``c``.
+    ``floor(u * c)`` with a 53-bit ``u < 1`` never rounds up to ``c``. Elements with
+    ``counts[i] < 1`` get a meaningless value (callers drop them).
     """
     draw = torch.rand(counts.shape, dtype=torch.float64, generator=generator, device=counts.device)
     return (draw * counts).long()
@@ -185,10 +187,12 @@ def sample_window_starts(
     for _ in range(rounds):
         if weighting == "trajectory":
             proposed = source.propose_trajectories(proposals, generator)
-            accepted = (proposed.stop - proposed.start >= need - 1).nonzero().squeeze(1)
+            counts = proposed.stop - proposed.start - (need - 2)  # valid starts: L - need + 1
+            accepted = (counts > 0).nonzero().squeeze(1)
             take = accepted[:remaining]
-            first, last = proposed.start[take], proposed.stop[take]
-            starts.append(first + _uniform_below(last - first - need + 2, generator))
+            # Offsets for every proposal in one draw; the rejected ones are dropped below.
+            first = proposed.start + _uniform_below(counts, generator)
+            starts.append(first[take])
             envs.append(proposed.env[take])
         else:
             time, env, stop = source.propose_rows(proposals, generator)
@@ -219,5 +223,13 @@ def window_index(
 
     Rows ``[i * length, (i + 1) * length)`` are window ``i``: times ``start[i] + j``.
     """
-    time = start[:, None] + torch.arange(length, device=start.device)
-    return ((time % capacity) * env_count + env[:, None]).reshape(-1)
+    # time % capacity * E + env == (time * E + env) % (capacity * E), since 0 <= env < E.
+    first = start * env_count + env
+    rows = first[:, None] + _strides(length, env_count, start.device)
+    return (rows % (capacity * env_count)).reshape(-1)
+
+
+@functools.lru_cache(maxsize=64)
+def _strides(length: int, env_count: int, device: torch.device) -> torch.Tensor:
+    """``[0, E, 2E, ...]``: the flat offsets of a window's rows from its first (cached)."""
+    return torch.arange(length, device=device) * env_count

@@ -22,6 +22,26 @@ def as_lists(result: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[l
 
 
 # ------------------------------------------------------------ REFERENCE §3.1 examples
+@pytest.mark.parametrize("shape", [(9,), (9, 1), (9, 3)])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.float32])
+@pytest.mark.parametrize("at_capacity", [False, True])
+def test_the_scan_never_modifies_its_input(
+    shape: tuple[int, ...], dtype: torch.dtype, at_capacity: bool
+) -> None:
+    end = torch.zeros(shape, dtype=dtype)
+    end[2] = 1
+    before = end.clone()
+    find_start_stop_traj(end, at_capacity=at_capacity, cursor=4 if at_capacity else None)
+    assert torch.equal(end, before)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int64, torch.float32])
+def test_numeric_flags_scan_like_bool_flags(dtype: torch.dtype) -> None:
+    end = flags_1d(9, [2, 6])
+    expected = as_lists(find_start_stop_traj(end, at_capacity=True, cursor=4))
+    assert as_lists(find_start_stop_traj(end.to(dtype), at_capacity=True, cursor=4)) == expected
+
+
 def test_not_at_capacity_the_last_row_ends_the_episode_in_progress() -> None:
     got = as_lists(find_start_stop_traj(flags_1d(9, [2, 6]), at_capacity=False))
     assert got == ([[0], [3], [7]], [[2], [6], [8]], [3, 4, 2])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+import bufcore.checkpoint
 from bufcore import CorruptCheckpointError, DictBuffer, ZBuffer, load_buffer
 from tests.support import DEVICES
 
@@ -333,3 +334,96 @@ def test_a_buffer_on_any_device_round_trips_and_samples_there(tmp_path: Path, de
     assert loaded.device.type == device
     assert loaded.sample(3)["observation"]["state"].device.type == device
     assert_same(loaded, buffer)
+
+
+# ------------------------------------------------- streamed payload (slots and fallbacks)
+def odd_rows(n: int) -> dict[str, Any]:
+    """Leaves whose row widths divide no slot size, so chunk edges fall inside rows."""
+    ids = np.arange(n)
+    return {
+        "wide": np.stack([ids + k for k in range(67)], 1).astype(np.float32),
+        "triple": np.stack([ids * 0.5, -ids, ids + 0.25], 1),
+        "half": torch.arange(n * 5, dtype=torch.int16).view(n, 5),
+        "brain": (torch.arange(n * 7) % 97).to(torch.bfloat16).view(n, 7),
+        "flag": (ids % 3 == 0)[:, None],
+    }
+
+
+@pytest.mark.parametrize("slot_bytes", [1000, 4099, 1 << 16])
+def test_rows_cut_at_every_slot_and_chunk_edge_round_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slot_bytes: int
+) -> None:
+    monkeypatch.setattr(bufcore.checkpoint, "_SLOT_BYTES", slot_bytes)
+    monkeypatch.setattr(bufcore.checkpoint, "_FIRST_READ_BYTES", 300)
+    monkeypatch.setattr(bufcore.checkpoint, "_SAVE_SLOTS", 2)
+    monkeypatch.setattr(bufcore.checkpoint, "_LOAD_SLOTS", 2)
+    buffer = DictBuffer(capacity=257, seed=3)
+    buffer.extend(odd_rows(300))
+    buffer.save(tmp_path / "ckpt")
+    loaded = DictBuffer.load(tmp_path / "ckpt")
+    saved, restored = buffer.storage, loaded.storage
+    assert saved is not None and restored is not None
+    for key in saved:
+        assert torch.equal(restored[key], saved[key]), key
+    with h5py.File(tmp_path / "ckpt" / "buffer.hdf5", "r") as h5:
+        assert np.array_equal(h5["wide"][:], saved["wide"].numpy())
+        assert np.array_equal(h5["brain"][:], saved["brain"].view(torch.int16).numpy())
+
+
+def write_bfm_checkpoint_through_hdf5_only(path: Path) -> dict[str, np.ndarray]:
+    """A BFM-Zero checkpoint with a chunked, compressed dataset beside contiguous ones."""
+    path.mkdir(parents=True)
+    rng = np.random.default_rng(7)
+    data = {
+        "packed": rng.standard_normal((40, 6)).astype(np.float32),
+        "chunked": rng.standard_normal((40, 3)).astype(np.float32),
+        "terminated": rng.random((40, 1)) < 0.3,
+    }
+    with h5py.File(path / "buffer.hdf5", "w") as h5:
+        h5.create_dataset("packed", data=data["packed"])
+        h5.create_dataset("chunked", data=data["chunked"], chunks=(8, 3), compression="gzip")
+        h5.create_dataset("terminated", data=data["terminated"])
+    config = {"capacity": 40, "device": "cpu", "_idx": 0, "_is_full": True}
+    (path / "config.json").write_text(json.dumps({**config, "__target__": BFM_TARGET}))
+    return data
+
+
+def test_datasets_only_hdf5_can_decode_load_beside_the_raw_ones(tmp_path: Path) -> None:
+    data = write_bfm_checkpoint_through_hdf5_only(tmp_path / "ckpt")
+    storage = DictBuffer.load(tmp_path / "ckpt").storage
+    assert storage is not None
+    for name, array in data.items():
+        assert np.array_equal(storage[name].numpy(), array)
+
+
+def rewrite_payload_chunked(checkpoint: Path) -> None:
+    """Rewrite buffer.hdf5 with the observation datasets chunked and re-seal the manifest."""
+    payload = checkpoint / "buffer.hdf5"
+    with h5py.File(payload, "r") as h5:
+        arrays = {name: h5[name][:] for name in h5}
+    with h5py.File(payload, "w") as h5:
+        for name, array in arrays.items():
+            if name.startswith("observation"):
+                h5.create_dataset(name, data=array, chunks=True, compression="gzip")
+            else:
+                h5.create_dataset(name, data=array)
+    manifest = json.loads((checkpoint / "manifest.json").read_text())
+    digest, size = bufcore.checkpoint.file_digest(payload)
+    manifest["files"]["buffer.hdf5"] = {"sha256": digest, "size": size}
+    manifest["checksum"] = bufcore.checkpoint._manifest_checksum(manifest)
+    (checkpoint / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_verified_payload_with_chunked_datasets_loads_and_is_still_checked(
+    tmp_path: Path,
+) -> None:
+    buffer = filled(6, 9)
+    buffer.save(tmp_path / "ckpt")
+    rewrite_payload_chunked(tmp_path / "ckpt")
+    assert_same(DictBuffer.load(tmp_path / "ckpt"), buffer)
+    payload = tmp_path / "ckpt" / "buffer.hdf5"
+    damaged = bytearray(payload.read_bytes())
+    damaged[-1] ^= 1
+    payload.write_bytes(bytes(damaged))
+    with pytest.raises(CorruptCheckpointError, match=r"buffer\.hdf5"):
+        DictBuffer.load(tmp_path / "ckpt")

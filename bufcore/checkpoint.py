@@ -17,7 +17,10 @@ into place when there is none), so a reader sees the old or the new checkpoint, 
 Both directions stream ``buffer.hdf5`` through a few reusable slots, with sha256 computed by a
 second thread from the same slots: a save packs the strided rows and writes them straight into the
 datasets' extents after HDF5 wrote the metadata (:func:`_write_payload`); a load reads the file
-once, front to back, copying the datasets' bytes into the rows (:class:`_PayloadStream`).
+once, front to back, copying the datasets' bytes into the rows
+(:class:`~bufcore.bytestream.PayloadStream`). The byte-stream machinery (slots, the hashing
+thread, writeback hints, copies into packed rows) lives in :mod:`bufcore.bytestream`; this module
+decides what goes where in the file.
 
 Loading verifies the manifest when there is one and never unpickles anything. Buffers do not open
 files: they hand a :class:`Payload` to :func:`save_payload` and read from a
@@ -32,15 +35,13 @@ import functools
 import hashlib
 import itertools
 import json
-import math
 import os
-import queue
 import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Generator, Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -49,6 +50,20 @@ import h5py
 import numpy as np
 import torch
 
+from bufcore.bytestream import (
+    PayloadStream,
+    SlotRing,
+    StreamHasher,
+    byte_rows,
+    copy_regions,
+    copy_tensor,
+    file_digest,
+    hash_fd,
+    hash_file_range,
+    pwrite_all,
+    row_bytes,
+    start_writeback,
+)
 from bufcore.errors import CorruptCheckpointError
 from bufcore.storage import RingStorage
 from bufcore.tree import (
@@ -69,17 +84,15 @@ PAYLOAD = "buffer.hdf5"
 STATE = "state.json"
 MANIFEST = "manifest.json"
 _BLOCK_BYTES = 64 << 20
-_HASH_CHUNK = 8 << 20
 # Saves and loads move buffer.hdf5 through a few reusable slots of this size: small enough to stay
 # in the last-level cache between packing, writing and hashing one, large enough that the
-# per-slot Python overhead is negligible.
+# per-slot Python overhead is negligible. Read at call time, so tests can shrink them.
 _SLOT_BYTES = 4 << 20
 _SAVE_SLOTS = 4
 # A load starts reading (and hashing) before the loader knows where the datasets are; the ring
 # holds what was read meanwhile (the first few milliseconds) until the loader copies it out.
 _LOAD_SLOTS = 8
 _FIRST_READ_BYTES = 256 << 10
-_SYNC_FILE_RANGE_WRITE = 2
 
 
 # --------------------------------------------------------------------------- payload
@@ -165,7 +178,7 @@ def _numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
     return torch.empty(0, dtype=_storage_dtype(dtype)).numpy().dtype
 
 
-def _write_payload(path: Path, payload: Payload, names: dict[KeyPath, str]) -> _StreamHasher:
+def _write_payload(path: Path, payload: Payload, names: dict[KeyPath, str]) -> StreamHasher:
     """Write buffer.hdf5 (not fsynced); the hasher of its bytes, possibly still running.
 
     HDF5 writes only the metadata: every dataset is created and allocated, the file closed, and
@@ -176,19 +189,19 @@ def _write_payload(path: Path, payload: Payload, names: dict[KeyPath, str]) -> _
     """
     regions = _create_datasets(path, payload, names)
     fd = os.open(path, os.O_RDWR)
-    hasher = _StreamHasher()
+    hasher = StreamHasher()
     try:
         size = os.fstat(fd).st_size
         if regions and regions[-1][0] + regions[-1][1] > size:
             raise RuntimeError(f"{path}: HDF5 allocated datasets past the end of the file")
-        widest = max((_row_bytes(payload.arrays[key]) for _, _, key in regions), default=0)
-        ring = _SlotRing(_SAVE_SLOTS, max(_SLOT_BYTES, widest))
+        widest = max((row_bytes(payload.arrays[key]) for _, _, key in regions), default=0)
+        ring = SlotRing(_SAVE_SLOTS, max(_SLOT_BYTES, widest))
         position = 0
         for offset, nbytes, key in regions:
-            _hash_file_range(fd, position, offset, hasher)  # HDF5 metadata before this dataset
+            hash_file_range(fd, position, offset, hasher)  # HDF5 metadata before this dataset
             _write_dataset(fd, offset, payload.arrays[key], ring, hasher)
             position = offset + nbytes
-        _hash_file_range(fd, position, size, hasher)
+        hash_file_range(fd, position, size, hasher)
     except BaseException:
         hasher.close()
         raise
@@ -231,13 +244,8 @@ def _create_datasets(
     return regions
 
 
-def _row_bytes(array: torch.Tensor) -> int:
-    """Bytes of one row (every axis after the first) of ``array``."""
-    return math.prod(array.shape[1:]) * array.element_size()
-
-
 def _write_dataset(
-    fd: int, offset: int, array: torch.Tensor, ring: _SlotRing, hasher: _StreamHasher
+    fd: int, offset: int, array: torch.Tensor, ring: SlotRing, hasher: StreamHasher
 ) -> None:
     """Write the rows of ``array`` as the bytes of its dataset at ``offset``, and hash them.
 
@@ -245,84 +253,18 @@ def _write_dataset(
     handed to the hasher, written with ``pwrite``, and its writeback started; the slot is free
     again once hashed. bfloat16 is written as its bits, which is what its int16 dataset holds.
     """
-    row_bytes = _row_bytes(array)
-    step = max(1, ring.slot_bytes // row_bytes)
+    width = row_bytes(array)
+    step = max(1, ring.slot_bytes // width)
     for start in range(0, array.shape[0], step):
         block = array[start : start + step].detach()
-        nbytes = block.shape[0] * row_bytes
+        nbytes = block.shape[0] * width
         slot = ring.take()
-        _copy(ring.tensors[slot][:nbytes].view(block.dtype).view(block.shape), block)
+        copy_tensor(ring.tensors[slot][:nbytes].view(block.dtype).view(block.shape), block)
         data = ring.views[slot][:nbytes]
         hasher.feed(data, functools.partial(ring.give, slot))
-        _pwrite_all(fd, data, offset)
-        _start_writeback(fd, offset, nbytes)
+        pwrite_all(fd, data, offset)
+        start_writeback(fd, offset, nbytes)
         offset += nbytes
-
-
-def _copy(dest: torch.Tensor, src: torch.Tensor) -> None:
-    """``dest.copy_(src)``, on the calling thread alone for CPU tensors.
-
-    torch splits a large copy over its intra-op threads, which then fight the hashing thread for
-    the same cores (measured: a save with 2 torch threads on 2 cores ran ~2x slower than with 1);
-    numpy copies on the calling thread, with the GIL released.
-    """
-    if dest.device.type == "cpu" and src.device.type == "cpu":
-        try:
-            np.copyto(_as_numpy(dest), _as_numpy(src))
-            return
-        except TypeError:  # a dtype numpy lacks
-            pass
-    dest.copy_(src)
-
-
-def _as_numpy(tensor: torch.Tensor) -> np.ndarray[Any, Any]:
-    """A numpy view of a CPU tensor (bfloat16 as its int16 bits)."""
-    if tensor.dtype == torch.bfloat16:
-        tensor = tensor.view(torch.int16)
-    return tensor.detach().numpy()
-
-
-def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    while data:
-        written = os.pwrite(fd, data, offset)
-        data = data[written:]
-        offset += written
-
-
-def _hash_file_range(fd: int, start: int, stop: int, hasher: _StreamHasher) -> None:
-    """Feed bytes ``[start, stop)`` of the file to ``hasher`` (HDF5 metadata: a few KiB)."""
-    while start < stop:
-        data = os.pread(fd, min(stop - start, _HASH_CHUNK), start)
-        if not data:
-            raise RuntimeError(f"file descriptor {fd}: ended at byte {start}, expected {stop}")
-        hasher.feed(memoryview(data))
-        start += len(data)
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-@functools.cache
-def _sync_file_range() -> Any:
-    """libc's ``sync_file_range``, or None where there is none (it is Linux-only)."""
-    function = getattr(_libc(), "sync_file_range", None)
-    if function is not None:
-        function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-        function.restype = ctypes.c_int
-    return function
-
-
-def _start_writeback(fd: int, offset: int, nbytes: int) -> None:
-    """Start writing ``[offset, offset + nbytes)`` to disk without waiting (a hint).
-
-    Without it nothing reaches the disk before the fsync (far below the dirty-page thresholds),
-    so the disk would idle while the rows are packed and hashed.
-    """
-    function = _sync_file_range()
-    if function is not None:
-        function(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)  # errors: the fsync will see them
 
 
 def _write_json(path: Path, data: Any, *, indent: int | None = None) -> None:
@@ -348,109 +290,12 @@ def seal_file(path: Path, digest: Callable[[], tuple[str, int]] | None = None) -
         syncer = threading.Thread(target=os.fsync, args=(fd,))
         syncer.start()
         try:
-            sha256, size = digest() if digest is not None else _hash_fd(fd)
+            sha256, size = digest() if digest is not None else hash_fd(fd)
         finally:
             syncer.join()
     finally:
         os.close(fd)
     return {"sha256": sha256, "size": size}
-
-
-class _StreamHasher:
-    """sha256 and size of a byte stream fed in order, hashed by a background thread.
-
-    hashlib releases the GIL on large buffers, so the feeding thread packs, writes or reads the
-    next slot while this one hashes the previous one: sha256 (~1.8 GB/s on one core) is the
-    slowest step of both a save and a load, and this keeps it off their critical path.
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[memoryview, Callable[[], None] | None] | None] = (
-            queue.SimpleQueue()
-        )
-        self._sha256 = hashlib.sha256()
-        self._size = 0
-        self._error: BaseException | None = None
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="bufcore-sha256", daemon=True)
-        self._thread.start()
-
-    def feed(self, data: memoryview, done: Callable[[], None] | None = None) -> None:
-        """Hash ``data`` after what was fed before; ``done()`` runs once ``data`` may change."""
-        self._queue.put((data, done))
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            data, done = item
-            try:
-                if self._error is None:
-                    self._sha256.update(data)
-                    self._size += data.nbytes
-            except BaseException as err:  # handed to the thread that asks for the result
-                self._error = err
-            finally:
-                if done is not None:
-                    done()
-
-    def close(self) -> None:
-        """Hash what was fed, then stop the thread (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self._queue.put(None)
-        self._thread.join()
-
-    def result(self) -> tuple[str, int]:
-        """Hex sha256 and size of everything fed (closes the hasher)."""
-        self.close()
-        if self._error is not None:
-            raise self._error
-        return self._sha256.hexdigest(), self._size
-
-
-class _SlotRing:
-    """Reusable byte buffers handed between a producer and its consumers, by index."""
-
-    def __init__(self, count: int, slot_bytes: int) -> None:
-        self.slot_bytes = slot_bytes
-        arrays = [np.empty(slot_bytes, dtype=np.uint8) for _ in range(count)]
-        self.tensors = [torch.from_numpy(array) for array in arrays]
-        self.views = [array.data.cast("B") for array in arrays]
-        self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
-        for slot in range(count):
-            self._free.put(slot)
-
-    def take(self) -> int:
-        """A free slot; waits until one is given back."""
-        return self._free.get()
-
-    def give(self, slot: int) -> None:
-        self._free.put(slot)
-
-
-def _hash_fd(fd: int) -> tuple[str, int]:
-    hasher = hashlib.sha256()
-    # Sized to the file: zeroing an 8 MiB buffer takes ~4 ms, far longer than hashing a JSON file.
-    buffer = bytearray(min(_HASH_CHUNK, os.fstat(fd).st_size + 1))
-    view = memoryview(buffer)
-    size = 0
-    offset = 0
-    while True:
-        n = os.preadv(fd, [buffer], offset)
-        if n == 0:
-            break
-        hasher.update(view[:n])
-        size += n
-        offset += n
-    return hasher.hexdigest(), size
-
-
-def file_digest(path: Path) -> tuple[str, int]:
-    """sha256 and size of ``path``."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return _hash_fd(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -573,7 +418,7 @@ class CheckpointReader:
         self._names: dict[KeyPath, str] = {}
         self._batch_dims = 1
         # Set by open_checkpoint when there is a manifest: reads (and hashes) buffer.hdf5 already.
-        self._stream: _PayloadStream | None = None
+        self._stream: PayloadStream | None = None
 
     def _file(self) -> h5py.File:
         if self._h5 is None:
@@ -693,9 +538,9 @@ class CheckpointReader:
             owned = stream is None or not stream.consuming
             if stream is None or not stream.consuming:
                 # No manifest, or read_into detached the stream already: it cannot be rewound.
-                stream = _PayloadStream(payload, None)
+                stream = _payload_stream(payload, None)
             try:
-                _copy_regions(stream.chunks(), regions, payload)
+                copy_regions(stream.chunks(), regions, payload)
             except BaseException:
                 if owned:
                     stream.finish()
@@ -716,8 +561,8 @@ class CheckpointReader:
         name = self._names[path]
         dataset = self._file()[name]
         rows = dataset.shape[0]
-        row_bytes = max(1, int(np.prod(dataset.shape[1:], dtype=np.int64)) * dataset.dtype.itemsize)
-        step = max(1, min(rows, _BLOCK_BYTES // row_bytes))
+        width = max(1, int(np.prod(dataset.shape[1:], dtype=np.int64)) * dataset.dtype.itemsize)
+        step = max(1, min(rows, _BLOCK_BYTES // width))
         block = np.empty((step, *dataset.shape[1:]), dtype=dataset.dtype)
         stored = _storage_dtype(dest.dtype)
         target = dest.view(stored) if stored != dest.dtype else dest
@@ -758,232 +603,15 @@ def _raw_region(
     nbytes = dest.numel() * dest.element_size()
     if offset is None or dataset.id.get_storage_size() != nbytes:
         return None
-    rows = _byte_rows(dest, batch_dims)
+    rows = byte_rows(dest, batch_dims)
     return None if rows is None else (int(offset), nbytes, rows)
 
 
-def _byte_rows(dest: torch.Tensor, batch_dims: int) -> torch.Tensor | None:
-    """``dest`` viewed as ``uint8 [slots, bytes per slot]``, or None where no such view exists."""
-    try:
-        slots = dest.view(-1, *dest.shape[batch_dims:])
-        raw = slots.unsqueeze(-1).view(torch.uint8)
-        return raw.view(raw.shape[0], -1)
-    except RuntimeError:
-        return None
-
-
-def _copy_regions(
-    chunks: Generator[tuple[int, torch.Tensor], None, None],
-    regions: list[tuple[int, int, torch.Tensor]],
-    where: Path,
-) -> None:
-    """Copy the bytes of each region (sorted by offset) from the file's chunks into its rows."""
-    pending = iter(regions)
-    region = next(pending, None)
-    with closing(chunks):  # releases the chunk it holds
-        for start, data in chunks:
-            end = start + data.numel()
-            while region is not None and region[0] < end:
-                offset, nbytes, rows = region
-                low, high = max(start, offset), min(end, offset + nbytes)
-                if low < high:
-                    _copy_bytes(rows, low - offset, data[low - start : high - start])
-                if offset + nbytes > end:
-                    break
-                region = next(pending, None)
-            if region is None:
-                return
-    raise CorruptCheckpointError(where, "the file ended inside a dataset")
-
-
-def _copy_bytes(rows: torch.Tensor, start: int, data: torch.Tensor) -> None:
-    """Copy ``data`` into ``rows`` (``[n, width]`` bytes, read row by row) from byte ``start``."""
-    width = rows.shape[1]
-    row, column = divmod(start, width)
-    done = 0
-    if column:
-        done = min(width - column, data.numel())
-        _copy(rows[row, column : column + done], data[:done])
-        row += 1
-    whole = (data.numel() - done) // width
-    if whole:
-        _copy(rows[row : row + whole], data[done : done + whole * width].view(whole, width))
-        row += whole
-        done += whole * width
-    if done < data.numel():
-        _copy(rows[row, : data.numel() - done], data[done:])
-
-
-class _Chunk:
-    """One read slot on its way to the hasher and the loader; free again once both are done."""
-
-    __slots__ = ("offset", "size", "slot", "users")
-
-    def __init__(self, offset: int, size: int, slot: int, users: int) -> None:
-        self.offset = offset
-        self.size = size
-        self.slot = slot
-        self.users = users
-
-
-class _PayloadStream:
-    """buffer.hdf5 read once, front to back, by a background thread.
-
-    Every chunk goes to a :class:`_StreamHasher` (when the manifest gives a checksum) and to the
-    loader, which copies the datasets' bytes straight out of it (:meth:`chunks`). So the file
-    comes from disk once, and sha256, the slowest step, starts at once and runs while the loader
-    parses the HDF5 metadata and copies rows. A loader that does not take the chunks calls
-    :meth:`detach`; from then on they are only hashed. Damage is reported by :meth:`finish`.
-    """
-
-    def __init__(self, path: Path, expected: dict[str, Any] | None) -> None:
-        self.path = path
-        self._expected = expected
-        self._error: CorruptCheckpointError | None = None
-        self._lock = threading.Lock()
-        self._consuming = True
-        self._chunks: queue.SimpleQueue[_Chunk | None] = queue.SimpleQueue()
-        self._started = threading.Event()
-        self._crash: BaseException | None = None
-        self._ring = _SlotRing(_LOAD_SLOTS, _SLOT_BYTES)
-        self._hasher = _StreamHasher() if expected is not None else None
-        self._fd: int | None = None
-        self._thread: threading.Thread | None = None
-        listed = expected is not None
-        missing = "file listed in the manifest is missing" if listed else "file is missing"
-        try:
-            self._fd = os.open(path, os.O_RDONLY)
-            size = os.fstat(self._fd).st_size
-        except FileNotFoundError:
-            self._fail(missing)
-            return
-        except OSError as err:
-            self._fail(f"cannot be read ({err})")
-            return
-        if expected is not None and size != expected.get("size"):
-            self._fail(f"size {size} bytes, manifest says {expected.get('size')}")
-            return
-        self._thread = threading.Thread(
-            target=self._read, args=(self._fd,), name="bufcore-read", daemon=True
-        )
-        self._thread.start()
-
-    @property
-    def consuming(self) -> bool:
-        """Whether the loader still takes the chunks (:meth:`detach` not called yet)."""
-        return self._consuming
-
-    def _fail(self, problem: str) -> None:
-        if self._error is None:
-            self._error = CorruptCheckpointError(self.path, problem)
-        self._chunks.put(None)
-        self._started.set()
-
-    def _read(self, fd: int) -> None:
-        offset = 0
-        try:
-            while self._consuming or self._hasher is not None:
-                slot = self._ring.take()
-                # A short first read gets the metadata to h5py and the hashing started sooner.
-                view = self._ring.views[slot][: _FIRST_READ_BYTES if offset == 0 else None]
-                size = os.preadv(fd, [view], offset)
-                with self._lock:
-                    users = int(size > 0 and self._consuming)
-                    chunk = _Chunk(offset, size, slot, users + int(self._hasher is not None))
-                    if users:
-                        self._chunks.put(chunk)
-                if size == 0 or chunk.users == 0:
-                    self._ring.give(slot)
-                    if size == 0:
-                        break
-                    continue
-                if self._hasher is not None:
-                    data = self._ring.views[slot][:size]
-                    self._hasher.feed(data, functools.partial(self._release, chunk))
-                offset += size
-                self._started.set()
-        except OSError as err:
-            self._fail(f"reading failed ({err})")
-        except BaseException as err:  # not damage (MemoryError, ...): raised again by finish()
-            self._crash = err
-        finally:
-            self._chunks.put(None)
-            self._started.set()
-
-    def _release(self, chunk: _Chunk) -> None:
-        with self._lock:
-            chunk.users -= 1
-            free = chunk.users == 0
-        if free:
-            self._ring.give(chunk.slot)
-
-    def wait_started(self) -> None:
-        """Wait until the first chunk is read (or reading failed)."""
-        self._started.wait()
-
-    def chunks(self) -> Generator[tuple[int, torch.Tensor], None, None]:
-        """``(file offset, bytes)`` of each chunk in file order; valid until the next is asked.
-
-        Raises:
-            CorruptCheckpointError: reading failed, or the size differs from the manifest.
-        """
-        while self._consuming:
-            chunk = self._chunks.get()
-            if chunk is None:
-                break
-            try:
-                yield chunk.offset, self._ring.tensors[chunk.slot][: chunk.size]
-            finally:
-                self._release(chunk)
-        if self._error is not None:
-            raise self._error
-
-    def detach(self) -> None:
-        """Stop handing chunks to the loader (idempotent); they are only hashed from now on."""
-        drained = []
-        with self._lock:
-            if not self._consuming:
-                return
-            self._consuming = False
-            while True:
-                try:
-                    chunk = self._chunks.get_nowait()
-                except queue.Empty:
-                    break
-                if chunk is not None:
-                    drained.append(chunk)
-        for chunk in drained:
-            self._release(chunk)
-
-    def finish(self) -> CorruptCheckpointError | None:
-        """Read and hash the rest of the file and close it; the damage found, if any.
-
-        Raises:
-            BaseException: what the reading thread raised, other than an OSError (damage).
-        """
-        self.detach()
-        if self._thread is not None:
-            self._thread.join()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        if self._hasher is not None:
-            self._hasher.close()
-        if self._crash is not None:
-            raise self._crash
-        if self._hasher is None:
-            return self._error
-        digest, size = self._hasher.result()
-        if self._error is not None:
-            return self._error
-        expected = self._expected or {}
-        if size != expected.get("size"):
-            return CorruptCheckpointError(
-                self.path, f"size {size} bytes, manifest says {expected.get('size')}"
-            )
-        if digest != expected.get("sha256"):
-            return CorruptCheckpointError(self.path, "sha256 does not match the manifest")
-        return None
+def _payload_stream(path: Path, expected: dict[str, Any] | None) -> PayloadStream:
+    """Start reading (and, with ``expected``, hashing) buffer.hdf5 through this module's slots."""
+    return PayloadStream(
+        path, expected, slots=_LOAD_SLOTS, slot_bytes=_SLOT_BYTES, first_read=_FIRST_READ_BYTES
+    )
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -1043,7 +671,7 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[CheckpointReader]:
     if not root.is_dir():
         raise FileNotFoundError(f"path: no checkpoint directory at {root}")
     manifest: dict[str, Any] | None = None
-    stream: _PayloadStream | None = None
+    stream: PayloadStream | None = None
     if (root / MANIFEST).exists():
         manifest = _read_json(root / MANIFEST)
         _check_manifest(root, manifest)
@@ -1051,7 +679,7 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[CheckpointReader]:
         for name, expected in files.items():
             if name != PAYLOAD:
                 _verify(root / name, expected)
-        stream = _PayloadStream(root / PAYLOAD, files[PAYLOAD])
+        stream = _payload_stream(root / PAYLOAD, files[PAYLOAD])
     try:
         config = _read_json(root / CONFIG)
         state = _read_json(root / STATE) if (root / STATE).exists() else {}

@@ -39,7 +39,7 @@ Deliberate differences from the reference (DESIGN §2):
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,7 +62,6 @@ from bufcore.transition import DictBuffer, check_count, resolve_device
 from bufcore.tree import (
     Key,
     KeyPath,
-    Spec,
     as_key_path,
     flatten,
     format_key_path,
@@ -101,8 +100,8 @@ def _json_key(key: Key) -> str | list[str]:
     return key if isinstance(key, str) else list(key)
 
 
-def _select_paths(spec: Spec, keys: list[Key], argument: str) -> list[KeyPath]:
-    """The stored leaves under each output key, in order.
+def _select_paths(spec: Collection[KeyPath], keys: list[Key], argument: str) -> list[KeyPath]:
+    """The stored leaves (key paths of ``spec``) under each output key, in order.
 
     Raises:
         KeyError: a key matches no stored leaf.
@@ -162,10 +161,10 @@ def _gather_windows(
     env: torch.Tensor,
     *,
     seq_length: int,
-    paths_t: list[KeyPath],
-    paths_tp1: list[KeyPath],
+    paths: tuple[list[KeyPath], list[KeyPath]],
 ) -> dict[str, Any]:
     """Read the windows' rows (and the rows after them) with one gather per leaf each."""
+    paths_t, paths_tp1 = paths
     shape = {"length": seq_length, "capacity": storage.capacity, "env_count": storage.slots}
     out = unflatten(storage.gather(window_index(start, env, **shape), paths_t))
     if paths_tp1:
@@ -217,6 +216,17 @@ class _WindowOptions:
         _check_batch_size(batch_size, seq)
         return seq, batch_size // seq
 
+    def _output_paths(self, spec: Collection[KeyPath]) -> tuple[list[KeyPath], list[KeyPath]]:
+        """The leaves of ``spec`` read for ``t`` and for ``next``.
+
+        Raises:
+            KeyError: an output key matches no leaf.
+        """
+        return (
+            _select_paths(spec, self.output_key_t, "output_key_t"),
+            _select_paths(spec, self.output_key_tp1, "output_key_tp1"),
+        )
+
     def _window_config(self) -> dict[str, Any]:
         return {
             "seq_length": self.seq_length,
@@ -255,6 +265,8 @@ class TrajectoryDictBufferMultiDim(_WindowOptions, DictBuffer):
     rows. The end flags of a row are the ``end_key`` leaf (``[n]``/``[n, 1]`` or
     ``[n, E]``/``[n, E, 1]``; nonzero = the row ends its trajectory). The newest row always ends a
     trajectory and, at capacity, the oldest surviving row starts one.
+    The first ``extend`` fixes the keys; it raises ``KeyError`` (and writes nothing) when an
+    output key matches none of them, since such a buffer could never be sampled.
 
     Args:
         capacity: Time rows kept.
@@ -315,6 +327,9 @@ class TrajectoryDictBufferMultiDim(_WindowOptions, DictBuffer):
         _check_end_leaf(end, self.n_dim, f"data{format_key_path(self._end_path)}")
         if self.n_dim == 2 and end.shape[1] == 0:
             raise ValueError("data: expected at least one env (axis 1), got 0")
+        if not self._storage.allocated:
+            # The first batch fixes the keys: a buffer that could never be sampled is refused.
+            self._output_paths(batch.leaves)
         flags = _end_matrix(end, self.n_dim)
         super()._write(batch)
         self._boundaries.extend(flags)
@@ -335,9 +350,7 @@ class TrajectoryDictBufferMultiDim(_WindowOptions, DictBuffer):
         seq, slices = self._window_request(batch_size, seq_length)
         if self.empty():
             raise ValueError("cannot sample: the buffer is empty (extend it first)")
-        spec = self._storage.spec or {}
-        paths_t = _select_paths(spec, self.output_key_t, "output_key_t")
-        paths_tp1 = _select_paths(spec, self.output_key_tp1, "output_key_tp1")
+        paths = self._output_paths(self._storage.spec or {})
         start, env = sample_window_starts(
             self._boundaries,
             count=slices,
@@ -345,9 +358,7 @@ class TrajectoryDictBufferMultiDim(_WindowOptions, DictBuffer):
             weighting=self.weighting,
             generator=self._generator,
         )
-        return _gather_windows(
-            self._storage, start, env, seq_length=seq, paths_t=paths_t, paths_tp1=paths_tp1
-        )
+        return _gather_windows(self._storage, start, env, seq_length=seq, paths=paths)
 
     def trajectories(self) -> TrajectoryTable:
         """The live trajectories: env column, first and last *absolute* time (inclusive).
@@ -437,6 +448,7 @@ class TrajectoryDictBuffer(_WindowOptions):
             different lengths, a missing ``motion_id_key``, a malformed end column, or a bad
             option.
         TypeError: malformed keys, non-numeric leaves, non-int sizes.
+        KeyError: an output key matches no leaf of the episodes.
     """
 
     _checkpoint_target: str
@@ -478,6 +490,7 @@ class TrajectoryDictBuffer(_WindowOptions):
         batch = storage.validate(unflatten(leaves), argument="episodes")
         storage.write(batch)
         self._attach(storage)
+        self._output_paths(storage.views)
 
     def _configure(
         self,
@@ -601,9 +614,7 @@ class TrajectoryDictBuffer(_WindowOptions):
             KeyError: an output key matches no stored leaf.
         """
         seq, slices = self._window_request(batch_size, seq_length)
-        spec = self._storage.spec or {}
-        paths_t = _select_paths(spec, self.output_key_t, "output_key_t")
-        paths_tp1 = _select_paths(spec, self.output_key_tp1, "output_key_tp1")
+        paths = self._output_paths(self._storage.spec or {})
         start, env = draw_from_table(
             self._table,
             count=slices,
@@ -612,9 +623,7 @@ class TrajectoryDictBuffer(_WindowOptions):
             generator=self._generator,
             priorities=self.priorities,
         )
-        return _gather_windows(
-            self._storage, start, env, seq_length=seq, paths_t=paths_t, paths_tp1=paths_tp1
-        )
+        return _gather_windows(self._storage, start, env, seq_length=seq, paths=paths)
 
     def trajectories(self) -> TrajectoryTable:
         """The trajectories: env column (all 0), first and last row (inclusive)."""

@@ -79,6 +79,12 @@ def test_a_nested_tuple_end_key_is_read_at_its_depth() -> None:
     assert "done" not in buffer.storage
 
 
+@pytest.mark.parametrize("option", ["output_key_t", "output_key_tp1"])
+def test_an_output_key_the_episodes_lack_is_refused_at_construction(option: str) -> None:
+    with pytest.raises(KeyError, match=option):
+        expert([3, 4], **{option: ["action"]})
+
+
 def test_no_episodes_are_refused() -> None:
     with pytest.raises(ValueError, match="episodes: expected a non-empty list"):
         TrajectoryDictBuffer([])
@@ -336,10 +342,15 @@ def test_bad_options_are_refused(options: dict[str, Any], error: type[Exception]
         TrajectoryDictBufferMultiDim(capacity=4, **options)
 
 
-def test_an_unknown_output_key_is_reported() -> None:
-    buffer = reference_example(output_key_t=["action"])
-    with pytest.raises(KeyError, match="output_key_t"):
-        buffer.sample(2)
+@pytest.mark.parametrize("option", ["output_key_t", "output_key_tp1"])
+def test_a_first_batch_without_an_output_key_is_refused_and_changes_nothing(option: str) -> None:
+    buffer = TrajectoryDictBufferMultiDim(
+        capacity=6, n_dim=2, end_key="truncated", **{option: ["action"]}
+    )
+    with pytest.raises(KeyError, match=option):
+        buffer.extend(step(0, 2, set()))
+    assert buffer.empty()
+    assert buffer.storage is None
 
 
 # ----------------------------------------------------------------- online: persistence

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from bufcore.boundaries import OnlineBoundaries
 from bufcore.sampling import valid_starts
-from bufcore.trajectory import TrajectoryDictBufferMultiDim
+from bufcore.trajectory import TrajectoryDictBuffer, TrajectoryDictBufferMultiDim
 
 
 @dataclass
@@ -140,5 +140,82 @@ def test_sampled_windows_lie_inside_one_trajectory_with_next_rows_after_them(
         assert t0 + case.seq_length - 1 + case.offset <= last
     if case.offset:
         after = batch["next"]["observation"].view(4, case.seq_length, 2)
+        assert torch.equal(after[..., 0], rows[..., 0] + 1)
+        assert torch.equal(after[..., 1], rows[..., 1])
+
+
+# ------------------------------------------------------------------------ expert buffer
+@st.composite
+def expert_cases(draw: st.DrawFn) -> tuple[list[int], int, int, str]:
+    lengths = draw(st.lists(st.integers(1, 9), min_size=1, max_size=6))
+    return (
+        lengths,
+        draw(st.integers(1, 5)),
+        draw(st.integers(0, 1)),
+        draw(st.sampled_from(["trajectory", "window"])),
+    )
+
+
+def expert_buffer(
+    lengths: list[int], seq_length: int, offset: int, weighting: str, seed: int
+) -> TrajectoryDictBuffer:
+    """Episodes laid end to end; each row's observation is (global row, episode)."""
+    episodes = []
+    first = 0
+    for index, length in enumerate(lengths):
+        rows = np.arange(first, first + length)
+        episodes.append(
+            {
+                "observation": np.stack([rows, np.full(length, index)], 1),
+                "motion_id": np.full(length, index),
+            }
+        )
+        first += length
+    return TrajectoryDictBuffer(
+        episodes,
+        seq_length=seq_length,
+        output_key_tp1=["observation"] if offset else [],
+        weighting=weighting,
+        seed=seed,
+    )
+
+
+def expert_valid_starts(lengths: list[int], need: int) -> list[int]:
+    firsts = np.cumsum([0, *lengths[:-1]]).tolist()
+    return [f + k for f, n in zip(firsts, lengths, strict=True) for k in range(n - need + 1)]
+
+
+@settings(max_examples=100)
+@given(expert_cases())
+def test_every_valid_expert_start_is_listed_and_nothing_else(
+    case: tuple[list[int], int, int, str],
+) -> None:
+    lengths, seq_length, offset, weighting = case
+    buffer = expert_buffer(lengths, seq_length, offset, weighting, seed=0)
+    start, env = valid_starts(buffer.trajectories(), seq_length + offset)
+    assert start.tolist() == expert_valid_starts(lengths, seq_length + offset)
+    assert set(env.tolist()) <= {0}
+
+
+@settings(max_examples=100)
+@given(expert_cases(), st.integers(0, 2**16))
+def test_sampled_expert_windows_stay_inside_one_episode(
+    case: tuple[list[int], int, int, str], seed: int
+) -> None:
+    lengths, seq_length, offset, weighting = case
+    buffer = expert_buffer(lengths, seq_length, offset, weighting, seed)
+    valid = set(expert_valid_starts(lengths, seq_length + offset))
+    if not valid:
+        with pytest.raises(ValueError, match="No trajectories"):
+            buffer.sample(4 * seq_length)
+        return
+    batch = buffer.sample(4 * seq_length)
+    rows = batch["observation"].view(4, seq_length, 2)
+    for window in rows.tolist():
+        first, episode = window[0]
+        assert first in valid
+        assert window == [[first + j, episode] for j in range(seq_length)]
+    if offset:
+        after = batch["next"]["observation"].view(4, seq_length, 2)
         assert torch.equal(after[..., 0], rows[..., 0] + 1)
         assert torch.equal(after[..., 1], rows[..., 1])

@@ -470,7 +470,9 @@ class CheckpointReader:
             for name, dataset in datasets.items():
                 path = split_key_name(name, separator)
                 try:
-                    dtype = torch.from_numpy(np.empty(0, dtype=dataset.dtype)).dtype
+                    # Stored byte order is HDF5's business: rows are read in native order.
+                    native = dataset.dtype.newbyteorder("=")
+                    dtype = torch.from_numpy(np.empty(0, dtype=native)).dtype
                 except TypeError as err:
                     raise CorruptCheckpointError(
                         payload, f"dataset {name!r} has dtype {dataset.dtype}, not a numeric one"
@@ -563,7 +565,8 @@ class CheckpointReader:
         rows = dataset.shape[0]
         width = max(1, int(np.prod(dataset.shape[1:], dtype=np.int64)) * dataset.dtype.itemsize)
         step = max(1, min(rows, _BLOCK_BYTES // width))
-        block = np.empty((step, *dataset.shape[1:]), dtype=dataset.dtype)
+        # HDF5 converts the stored byte order to the block's native one while reading.
+        block = np.empty((step, *dataset.shape[1:]), dtype=dataset.dtype.newbyteorder("="))
         stored = _storage_dtype(dest.dtype)
         target = dest.view(stored) if stored != dest.dtype else dest
         try:

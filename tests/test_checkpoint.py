@@ -267,6 +267,24 @@ def test_a_bfm_zero_checkpoint_loads_with_its_contents(
     assert storage["step_count"].dtype == torch.int64
 
 
+@pytest.mark.parametrize("stored", [">f4", ">i8", ">f8"])
+def test_a_bfm_zero_dataset_stored_big_endian_loads_in_native_order(
+    tmp_path: Path, stored: str
+) -> None:
+    data = write_bfm_checkpoint(tmp_path / "ckpt", rows=4, capacity=4, idx=0, full=True)
+    values = (np.arange(8).reshape(4, 2) * 1.5).astype(stored)
+    with h5py.File(tmp_path / "ckpt" / "buffer.hdf5", "a") as h5:
+        h5.create_dataset("extra", data=values)
+    loaded = load_buffer(tmp_path / "ckpt")
+    storage = loaded.storage
+    assert (
+        storage["extra"].dtype
+        == torch.from_numpy(values.astype(values.dtype.newbyteorder("="))).dtype
+    )
+    np.testing.assert_array_equal(storage["extra"].numpy(), values)
+    np.testing.assert_array_equal(storage["action"].numpy(), data["action"])
+
+
 def test_writing_continues_at_the_cursor_of_a_bfm_zero_checkpoint(tmp_path: Path) -> None:
     write_bfm_checkpoint(tmp_path / "ckpt", rows=6, capacity=6, idx=2, full=True)
     loaded = DictBuffer.load(tmp_path / "ckpt")

@@ -10,8 +10,11 @@ Data model:
 - A :class:`SlotRing` holds a few fixed-size byte buffers (slots), handed out by index and given
   back when every user is done with one. A producer fills a slot (packs rows into it, or reads
   file bytes into it), consumers use it, the last one frees it.
-- A :class:`StreamHasher` takes slots (memoryviews) in stream order and hashes them on a
-  background thread, calling a ``done`` callback once it no longer needs a slot.
+- A :class:`StreamHasher` takes slots (memoryviews) in stream order and hashes them on a small
+  pool of background threads, calling a ``done`` callback once it no longer needs a slot. The
+  stream is cut into fixed-size blocks with one sha256 each (or is one block, for files checked
+  against a single whole-file sha256); a slot may straddle two blocks. :class:`Digests` is what
+  a file must hash to.
 - A save packs a block of strided rows into a slot (:func:`copy_tensor`), feeds it to the hasher,
   writes it at its file offset (:func:`pwrite_all`) and hints the kernel to start writing it out
   (:func:`start_writeback`).
@@ -21,10 +24,16 @@ Data model:
 
 Why it is built this way:
 
-- sha256 (~1.8 GB/s on one core) is the slowest step of both a save and a load. hashlib releases
-  the GIL on large buffers, so hashing one slot on a second thread while the first packs, writes
-  or reads the next takes it off the critical path; and the bytes are hashed from the slot they
-  were written from or read into, so the file is never read a second time.
+- sha256 (~1.8 GB/s on one core) is the slowest step of both a save and a load, and slower than
+  a cold sequential read. hashlib releases the GIL on large buffers, so hashing slots on other
+  threads while the feeding thread packs, writes or reads the next takes it off the critical
+  path; and the bytes are hashed from the slot they were written from or read into, so the file
+  is never read a second time.
+- One sha256 is a strictly sequential computation, so one stream never uses more than one core.
+  Blocks are independent: block ``k`` goes to thread ``k % threads``, and once the producer is
+  past a block boundary the next block is hashed beside the one still being finished. The slots
+  in flight (a load holds tens of MiB) are what lets the threads overlap; blocks of tens of MiB
+  keep the per-block digest list short.
 - Slots are small (a few MiB) and reused: a slot is packed, hashed and written while it is still
   in the last-level cache, instead of streaming a whole file's worth of copies through memory;
   and their number bounds how far a producer runs ahead of the hasher.
@@ -33,7 +42,7 @@ Why it is built this way:
   hashed and the fsync would then pay for all of it. ``sync_file_range`` starts each slot's
   writeback as soon as it is written, without waiting for it.
 - Copies between CPU tensors run on the calling thread (numpy, GIL released) rather than on
-  torch's intra-op threads, which would fight the hashing thread for the same cores.
+  torch's intra-op threads, which would fight the hashing threads for the same cores.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ import queue
 import threading
 from collections.abc import Callable, Generator
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,55 +71,141 @@ _SYNC_FILE_RANGE_WRITE = 2
 
 
 # --------------------------------------------------------------------------- hashing
-class StreamHasher:
-    """sha256 and size of a byte stream fed in order, hashed by a background thread.
+@dataclass(frozen=True)
+class Digests:
+    """What a file must hash to: its size and the sha256 of each of its blocks.
 
-    hashlib releases the GIL on large buffers, so the feeding thread packs, writes or reads the
-    next slot while this one hashes the previous one: sha256 (~1.8 GB/s on one core) is the
-    slowest step of both a save and a load, and this keeps it off their critical path.
+    Attributes:
+        size: Bytes in the file.
+        block_bytes: Bytes per block (the last one may be shorter), or None when ``sha256`` is
+            the one digest of the whole file.
+        sha256: Hex sha256 of each block, in file order (without blocks: of the whole file).
     """
 
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[memoryview, Callable[[], None] | None] | None] = (
-            queue.SimpleQueue()
-        )
-        self._sha256 = hashlib.sha256()
+    size: int
+    block_bytes: int | None
+    sha256: tuple[str, ...]
+
+
+class _Pieces:
+    """Pieces of one fed buffer still to be hashed; the last one done runs the callback."""
+
+    __slots__ = ("done", "left", "lock")
+
+    def __init__(self, left: int, done: Callable[[], None] | None) -> None:
+        self.left = left
+        self.done = done
+        self.lock = threading.Lock()
+
+    def finish_one(self) -> None:
+        with self.lock:
+            self.left -= 1
+            last = self.left == 0
+        if last and self.done is not None:
+            self.done()
+
+
+_Job = tuple["hashlib._Hash", memoryview, _Pieces]
+
+
+class StreamHasher:
+    """sha256 of a byte stream fed in order, per fixed-size block, hashed by background threads.
+
+    With ``block_bytes`` the stream is cut into blocks of that many bytes (the last one shorter),
+    each with its own sha256; block ``k`` goes to thread ``k % threads``, so consecutive blocks
+    are hashed at the same time on different cores, each by one thread in stream order. A buffer
+    fed across a block boundary is split there. Without ``block_bytes`` the whole stream is one
+    block (one sha256 of everything, on one thread).
+
+    hashlib releases the GIL on large buffers, so the feeding thread packs, writes or reads the
+    next slot while these threads hash the previous ones: sha256 (~1.8 GB/s on one core) is the
+    slowest step of both a save and a load, and this keeps it off their critical path.
+
+    Args:
+        block_bytes: Bytes per block, or None for one block of the whole stream.
+        threads: Hashing threads (used only with ``block_bytes``).
+
+    Raises:
+        ValueError: ``block_bytes`` or ``threads`` is not positive.
+    """
+
+    def __init__(self, block_bytes: int | None = None, threads: int = 1) -> None:
+        if (block_bytes is not None and block_bytes <= 0) or threads <= 0:
+            raise ValueError(f"block_bytes {block_bytes} and threads {threads} must be positive")
+        self.block_bytes = block_bytes
+        count = threads if block_bytes is not None else 1
+        self._queues: list[queue.SimpleQueue[_Job | None]] = [
+            queue.SimpleQueue() for _ in range(count)
+        ]
+        # One sha256 per block, created by the feeding thread as the stream reaches the block.
+        self._blocks: list[hashlib._Hash] = [] if block_bytes is not None else [hashlib.sha256()]
         self._size = 0
         self._error: BaseException | None = None
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="bufcore-sha256", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, args=(jobs,), name="bufcore-sha256", daemon=True)
+            for jobs in self._queues
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def feed(self, data: memoryview, done: Callable[[], None] | None = None) -> None:
         """Hash ``data`` after what was fed before; ``done()`` runs once ``data`` may change."""
-        self._queue.put((data, done))
+        if self.block_bytes is None:
+            self._size += data.nbytes
+            self._queues[0].put((self._blocks[0], data, _Pieces(1, done)))
+            return
+        jobs: list[tuple[int, memoryview]] = []
+        position = self._size
+        while data.nbytes:
+            block, into = divmod(position, self.block_bytes)
+            if block == len(self._blocks):
+                self._blocks.append(hashlib.sha256())
+            take = min(data.nbytes, self.block_bytes - into)
+            jobs.append((block, data[:take]))
+            data = data[take:]
+            position += take
+        self._size = position
+        if not jobs:
+            if done is not None:
+                done()
+            return
+        pieces = _Pieces(len(jobs), done)
+        for block, piece in jobs:
+            self._queues[block % len(self._queues)].put((self._blocks[block], piece, pieces))
 
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            data, done = item
+    def _run(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
+        while (job := jobs.get()) is not None:
+            sha256, data, pieces = job
             try:
                 if self._error is None:
-                    self._sha256.update(data)
-                    self._size += data.nbytes
+                    sha256.update(data)
             except BaseException as err:  # handed to the thread that asks for the result
                 self._error = err
             finally:
-                if done is not None:
-                    done()
+                pieces.finish_one()
 
     def close(self) -> None:
-        """Hash what was fed, then stop the thread (idempotent)."""
+        """Hash what was fed, then stop the threads (idempotent)."""
         if not self._closed:
             self._closed = True
-            self._queue.put(None)
-        self._thread.join()
+            for jobs in self._queues:
+                jobs.put(None)
+        for thread in self._threads:
+            thread.join()
 
-    def result(self) -> tuple[str, int]:
-        """Hex sha256 and size of everything fed (closes the hasher)."""
+    def result(self) -> tuple[list[str], int]:
+        """Hex sha256 of each block (one for the whole stream without blocks) and the size.
+
+        Closes the hasher.
+
+        Raises:
+            BaseException: what hashing raised.
+        """
         self.close()
         if self._error is not None:
             raise self._error
-        return self._sha256.hexdigest(), self._size
+        return [sha256.hexdigest() for sha256 in self._blocks], self._size
 
 
 def hash_fd(fd: int) -> tuple[str, int]:
@@ -258,21 +354,24 @@ class PayloadStream:
 
     Args:
         path: The file.
-        expected: Its manifest entry (``sha256`` and ``size``) to check it against, or None to
-            read it without hashing.
-        slots: Read slots; they hold what was read until the loader copied it out.
+        expected: Its size and block digests to check it against, or None to read it without
+            hashing.
+        slots: Read slots; they hold what was read until the loader copied it out (and the
+            hashing threads hashed it), so they also bound how far reading runs ahead.
         slot_bytes: Bytes of each slot (each read).
         first_read: Bytes of the first read, short so the metadata is there sooner.
+        threads: Hashing threads, when ``expected`` has blocks.
     """
 
     def __init__(
         self,
         path: Path,
-        expected: dict[str, Any] | None,
+        expected: Digests | None,
         *,
         slots: int,
         slot_bytes: int,
         first_read: int,
+        threads: int = 1,
     ) -> None:
         self.path = path
         self._expected = expected
@@ -284,7 +383,7 @@ class PayloadStream:
         self._started = threading.Event()
         self._crash: BaseException | None = None
         self._ring = SlotRing(slots, slot_bytes)
-        self._hasher = StreamHasher() if expected is not None else None
+        self._hasher = StreamHasher(expected.block_bytes, threads) if expected is not None else None
         self._fd: int | None = None
         self._thread: threading.Thread | None = None
         listed = expected is not None
@@ -298,8 +397,8 @@ class PayloadStream:
         except OSError as err:
             self._fail(f"cannot be read ({err})")
             return
-        if expected is not None and size != expected.get("size"):
-            self._fail(f"size {size} bytes, manifest says {expected.get('size')}")
+        if expected is not None and size != expected.size:
+            self._fail(f"size {size} bytes, manifest says {expected.size}")
             return
         self._thread = threading.Thread(
             target=self._read, args=(self._fd,), name="bufcore-read", daemon=True
@@ -409,19 +508,36 @@ class PayloadStream:
             self._hasher.close()
         if self._crash is not None:
             raise self._crash
-        if self._hasher is None:
+        if self._hasher is None or self._expected is None:
             return self._error
-        digest, size = self._hasher.result()
+        digests, size = self._hasher.result()
         if self._error is not None:
             return self._error
-        expected = self._expected or {}
-        if size != expected.get("size"):
+        return _mismatch(self.path, self._expected, digests, size)
+
+
+def _mismatch(
+    path: Path, expected: Digests, digests: list[str], size: int
+) -> CorruptCheckpointError | None:
+    """How a file of ``size`` bytes hashing to ``digests`` differs from ``expected``, if at all."""
+    if size != expected.size:
+        return CorruptCheckpointError(path, f"size {size} bytes, manifest says {expected.size}")
+    if len(digests) != len(expected.sha256):
+        return CorruptCheckpointError(
+            path, f"{len(digests)} blocks hashed, manifest lists {len(expected.sha256)}"
+        )
+    block = expected.block_bytes
+    for index, (digest, wanted) in enumerate(zip(digests, expected.sha256, strict=True)):
+        if digest != wanted:
+            if block is None:
+                return CorruptCheckpointError(path, "sha256 does not match the manifest")
+            stop = min(size, (index + 1) * block)
             return CorruptCheckpointError(
-                self.path, f"size {size} bytes, manifest says {expected.get('size')}"
+                path,
+                f"sha256 of block {index} (bytes {index * block} to {stop}) does not match "
+                "the manifest",
             )
-        if digest != expected.get("sha256"):
-            return CorruptCheckpointError(self.path, "sha256 does not match the manifest")
-        return None
+    return None
 
 
 # ----------------------------------------------------------------- copying into rows

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import torch
 
 import bufcore.checkpoint
 from bufcore import CorruptCheckpointError, DictBuffer, ZBuffer, load_buffer
+from bufcore.bytestream import StreamHasher
 from tests.support import DEVICES
 
 BFM_TARGET = "humanoidverse.agents.buffers.transition.DictBuffer"
@@ -119,14 +122,20 @@ def test_the_manifest_lists_format_spec_and_checksums(tmp_path: Path) -> None:
     filled(4, 2).save(tmp_path / "ckpt")
     manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
     assert manifest["format"] == "bufcore.dict-buffer"
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 2
     spec = {tuple(e["key_path"]): (e["shape"], e["dtype"]) for e in manifest["spec"]}
     assert spec[("observation", "state")] == ([2], "float32")
     assert spec[("terminated",)] == ([1], "bool")
     assert set(manifest["files"]) == {"buffer.hdf5", "config.json", "state.json"}
     for name, entry in manifest["files"].items():
-        assert entry["size"] == (tmp_path / "ckpt" / name).stat().st_size
-        assert len(entry["sha256"]) == 64
+        data = (tmp_path / "ckpt" / name).read_bytes()
+        if name == "buffer.hdf5":
+            assert set(entry) == {"size", "block_bytes", "sha256_blocks"}
+            assert entry["block_bytes"] == bufcore.checkpoint._HASH_BLOCK_BYTES
+            assert entry["size"] == len(data)
+            assert entry["sha256_blocks"] == block_digests(data, entry["block_bytes"])
+        else:
+            assert entry == {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
 
 
 def test_a_key_containing_the_separator_raises_at_save_and_writes_nothing(tmp_path: Path) -> None:
@@ -367,17 +376,28 @@ def odd_rows(n: int) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("slot_bytes", [1000, 4099, 1 << 16])
-def test_rows_cut_at_every_slot_and_chunk_edge_round_trip(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slot_bytes: int
+@pytest.mark.parametrize(
+    ("slot_bytes", "block_bytes", "threads"),
+    [(1000, 512, 2), (4099, 1024, 3), (1 << 16, 4096, 2), (1000, 1 << 16, 1), (4099, 1 << 20, 2)],
+)
+def test_rows_cut_at_every_slot_chunk_and_block_edge_round_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slot_bytes: int, block_bytes: int, threads: int
 ) -> None:
+    # Slots and blocks whose sizes share no multiple below the file size: slots straddle block
+    # edges on both the save and the load, and the first read (300 bytes) ends inside a block.
     monkeypatch.setattr(bufcore.checkpoint, "_SLOT_BYTES", slot_bytes)
     monkeypatch.setattr(bufcore.checkpoint, "_FIRST_READ_BYTES", 300)
     monkeypatch.setattr(bufcore.checkpoint, "_SAVE_SLOTS", 2)
     monkeypatch.setattr(bufcore.checkpoint, "_LOAD_SLOTS", 2)
+    monkeypatch.setattr(bufcore.checkpoint, "_HASH_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(bufcore.checkpoint, "_HASH_THREADS", threads)
     buffer = DictBuffer(capacity=257, seed=3)
     buffer.extend(odd_rows(300))
     buffer.save(tmp_path / "ckpt")
+    entry = read_manifest(tmp_path / "ckpt")["files"]["buffer.hdf5"]
+    data = (tmp_path / "ckpt" / "buffer.hdf5").read_bytes()
+    assert entry["block_bytes"] == block_bytes
+    assert entry["sha256_blocks"] == block_digests(data, block_bytes)
     loaded = DictBuffer.load(tmp_path / "ckpt")
     saved, restored = buffer.storage, loaded.storage
     assert saved is not None and restored is not None
@@ -386,6 +406,10 @@ def test_rows_cut_at_every_slot_and_chunk_edge_round_trip(
     with h5py.File(tmp_path / "ckpt" / "buffer.hdf5", "r") as h5:
         assert np.array_equal(h5["wide"][:], saved["wide"].numpy())
         assert np.array_equal(h5["brain"][:], saved["brain"].view(torch.int16).numpy())
+    # The last block is damaged: the tiny-block path finds it too.
+    flip_byte(tmp_path / "ckpt" / "buffer.hdf5", len(data) - 1)
+    with pytest.raises(CorruptCheckpointError, match=r"buffer\.hdf5.*block"):
+        DictBuffer.load(tmp_path / "ckpt")
 
 
 def write_bfm_checkpoint_through_hdf5_only(path: Path) -> dict[str, np.ndarray]:
@@ -425,11 +449,17 @@ def rewrite_payload_chunked(checkpoint: Path) -> None:
                 h5.create_dataset(name, data=array, chunks=True, compression="gzip")
             else:
                 h5.create_dataset(name, data=array)
-    manifest = json.loads((checkpoint / "manifest.json").read_text())
-    digest, size = bufcore.checkpoint.file_digest(payload)
-    manifest["files"]["buffer.hdf5"] = {"sha256": digest, "size": size}
-    manifest["checksum"] = bufcore.checkpoint._manifest_checksum(manifest)
-    (checkpoint / "manifest.json").write_text(json.dumps(manifest))
+    data = payload.read_bytes()
+    block = bufcore.checkpoint._HASH_BLOCK_BYTES
+
+    def point_at_new_payload(manifest: dict[str, Any]) -> None:
+        manifest["files"]["buffer.hdf5"] = {
+            "size": len(data),
+            "block_bytes": block,
+            "sha256_blocks": block_digests(data, block),
+        }
+
+    reseal(checkpoint, point_at_new_payload)
 
 
 def test_a_verified_payload_with_chunked_datasets_loads_and_is_still_checked(
@@ -445,3 +475,214 @@ def test_a_verified_payload_with_chunked_datasets_loads_and_is_still_checked(
     payload.write_bytes(bytes(damaged))
     with pytest.raises(CorruptCheckpointError, match=r"buffer\.hdf5"):
         DictBuffer.load(tmp_path / "ckpt")
+
+
+# ------------------------------------------- block checksums (format 2), format 1 manifests
+def block_digests(data: bytes, block_bytes: int) -> list[str]:
+    """sha256 of each ``block_bytes`` block of ``data``, computed independently of bufcore."""
+    return [
+        hashlib.sha256(data[start : start + block_bytes]).hexdigest()
+        for start in range(0, len(data), block_bytes)
+    ]
+
+
+def read_manifest(checkpoint: Path) -> dict[str, Any]:
+    manifest: dict[str, Any] = json.loads((checkpoint / "manifest.json").read_text())
+    return manifest
+
+
+def reseal(checkpoint: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Apply ``change`` to the manifest and give it a matching checksum again."""
+    manifest = read_manifest(checkpoint)
+    change(manifest)
+    manifest["checksum"] = bufcore.checkpoint._manifest_checksum(manifest)
+    (checkpoint / "manifest.json").write_text(json.dumps(manifest))
+
+
+def flip_byte(file: Path, offset: int) -> None:
+    data = bytearray(file.read_bytes())
+    data[offset] ^= 0x10
+    file.write_bytes(bytes(data))
+
+
+def rewrite_as_format_1(checkpoint: Path) -> None:
+    """What bufcore wrote before block checksums: one whole-file sha256 of buffer.hdf5."""
+    digest, size = bufcore.checkpoint.file_digest(checkpoint / "buffer.hdf5")
+
+    def old_style(manifest: dict[str, Any]) -> None:
+        manifest["format_version"] = 1
+        manifest["files"]["buffer.hdf5"] = {"sha256": digest, "size": size}
+
+    reseal(checkpoint, old_style)
+
+
+@pytest.fixture
+def tiny_blocks(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Blocks of 1 KiB, so that even a small checkpoint has many."""
+    monkeypatch.setattr(bufcore.checkpoint, "_HASH_BLOCK_BYTES", 1024)
+    return 1024
+
+
+def big_checkpoint(path: Path) -> DictBuffer:
+    buffer = DictBuffer(capacity=257, seed=3)
+    buffer.extend(odd_rows(300))
+    buffer.save(path)
+    return buffer
+
+
+def test_a_format_1_manifest_with_a_whole_file_sha256_loads(tmp_path: Path) -> None:
+    buffer = filled(6, 9)
+    buffer.save(tmp_path / "ckpt")
+    rewrite_as_format_1(tmp_path / "ckpt")
+    manifest = read_manifest(tmp_path / "ckpt")
+    assert manifest["format_version"] == 1
+    assert set(manifest["files"]["buffer.hdf5"]) == {"sha256", "size"}
+    assert_same(DictBuffer.load(tmp_path / "ckpt"), buffer)
+    assert_same(load_buffer(tmp_path / "ckpt"), buffer)
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_a_flipped_byte_under_a_format_1_manifest_raises_naming_the_payload(
+    tmp_path: Path, where: str
+) -> None:
+    filled(6, 9).save(tmp_path / "ckpt")
+    rewrite_as_format_1(tmp_path / "ckpt")
+    payload = tmp_path / "ckpt" / "buffer.hdf5"
+    size = payload.stat().st_size
+    flip_byte(payload, {"start": 0, "middle": size // 2, "end": size - 1}[where])
+    with pytest.raises(CorruptCheckpointError, match="sha256 does not match") as caught:
+        DictBuffer.load(tmp_path / "ckpt")
+    assert caught.value.path == payload
+
+
+def test_a_format_1_manifest_whose_size_differs_raises_naming_the_payload(tmp_path: Path) -> None:
+    filled(6, 9).save(tmp_path / "ckpt")
+    rewrite_as_format_1(tmp_path / "ckpt")
+    reseal(tmp_path / "ckpt", lambda m: m["files"]["buffer.hdf5"].update(size=1))
+    with pytest.raises(CorruptCheckpointError, match=r"buffer\.hdf5.*manifest says 1"):
+        DictBuffer.load(tmp_path / "ckpt")
+
+
+def test_a_newer_format_version_is_refused(tmp_path: Path) -> None:
+    filled(6, 9).save(tmp_path / "ckpt")
+    reseal(tmp_path / "ckpt", lambda m: m.update(format_version=3))
+    with pytest.raises(CorruptCheckpointError, match=r"manifest\.json.*reads up to 2"):
+        DictBuffer.load(tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize("block", [0, 1, 7, 13])
+def test_a_damaged_block_raises_naming_the_payload_and_the_block(
+    tmp_path: Path, tiny_blocks: int, block: int
+) -> None:
+    big_checkpoint(tmp_path / "ckpt")
+    payload = tmp_path / "ckpt" / "buffer.hdf5"
+    count = len(read_manifest(tmp_path / "ckpt")["files"]["buffer.hdf5"]["sha256_blocks"])
+    assert count > 13
+    flip_byte(payload, block * tiny_blocks + tiny_blocks // 2)
+    with pytest.raises(CorruptCheckpointError, match=f"block {block} ") as caught:
+        DictBuffer.load(tmp_path / "ckpt")
+    assert caught.value.path == payload
+
+
+def test_block_digests_in_the_wrong_order_raise(tmp_path: Path, tiny_blocks: int) -> None:
+    big_checkpoint(tmp_path / "ckpt")
+
+    def swap(manifest: dict[str, Any]) -> None:
+        blocks = manifest["files"]["buffer.hdf5"]["sha256_blocks"]
+        blocks[0], blocks[1] = blocks[1], blocks[0]
+
+    reseal(tmp_path / "ckpt", swap)
+    with pytest.raises(CorruptCheckpointError, match=r"buffer\.hdf5.*block 0 "):
+        DictBuffer.load(tmp_path / "ckpt")
+
+
+def drop_last(entry: dict[str, Any]) -> None:
+    entry["sha256_blocks"].pop()
+
+
+def add_one(entry: dict[str, Any]) -> None:
+    entry["sha256_blocks"].append(entry["sha256_blocks"][0])
+
+
+BAD_ENTRIES: list[Any] = [
+    pytest.param(drop_last, "blocks of", id="a-block-missing"),
+    pytest.param(add_one, "blocks of", id="a-block-too-many"),
+    pytest.param(lambda e: e.pop("block_bytes"), "block_bytes", id="no-block-bytes"),
+    pytest.param(lambda e: e.update(block_bytes=0), "block_bytes", id="zero-block-bytes"),
+    pytest.param(lambda e: e.update(block_bytes=-1024), "block_bytes", id="negative-block-bytes"),
+    pytest.param(lambda e: e.update(block_bytes=1000), "block_bytes", id="not-a-power-of-two"),
+    pytest.param(lambda e: e.update(block_bytes="1024"), "block_bytes", id="a-string"),
+    pytest.param(lambda e: e.update(block_bytes=True), "block_bytes", id="a-bool"),
+    pytest.param(lambda e: e.update(block_bytes=1024.0), "block_bytes", id="a-float"),
+    pytest.param(lambda e: e.update(block_bytes=2048), "blocks of", id="another-power-of-two"),
+    pytest.param(lambda e: e.pop("sha256_blocks"), "sha256_blocks", id="no-blocks"),
+    pytest.param(lambda e: e.update(sha256_blocks="ab"), "sha256_blocks", id="blocks-a-string"),
+    pytest.param(lambda e: e["sha256_blocks"].__setitem__(0, 1), "sha256_blocks", id="a-number"),
+    pytest.param(lambda e: e.update(size=e["size"] + 1), "manifest says|blocks of", id="size+1"),
+    pytest.param(lambda e: e.update(size=e["size"] - 1024), "blocks of", id="size-a-block-less"),
+    pytest.param(lambda e: e.pop("size"), "size", id="no-size"),
+    pytest.param(lambda e: e.update(size=None), "size", id="size-null"),
+    pytest.param(
+        lambda e: e.update(sha256=e.pop("sha256_blocks")[0]), "sha256_blocks", id="whole-file"
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "problem"), BAD_ENTRIES)
+def test_a_malformed_or_inconsistent_payload_entry_raises_naming_the_payload(
+    tmp_path: Path, tiny_blocks: int, change: Callable[[dict[str, Any]], None], problem: str
+) -> None:
+    big_checkpoint(tmp_path / "ckpt")
+    reseal(tmp_path / "ckpt", lambda m: change(m["files"]["buffer.hdf5"]))
+    for load in (DictBuffer.load, load_buffer):
+        with pytest.raises(CorruptCheckpointError, match=problem) as caught:
+            load(tmp_path / "ckpt")
+        assert caught.value.path == tmp_path / "ckpt" / "buffer.hdf5"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda e: e["sha256_blocks"].__setitem__(2, "0" * 64), id="a-digest"),
+        pytest.param(lambda e: e.update(block_bytes=2048), id="block-bytes"),
+        pytest.param(drop_last, id="block-count"),
+    ],
+)
+def test_the_manifest_checksum_covers_the_block_fields(
+    tmp_path: Path, tiny_blocks: int, change: Callable[[dict[str, Any]], None]
+) -> None:
+    big_checkpoint(tmp_path / "ckpt")
+    manifest = read_manifest(tmp_path / "ckpt")
+    change(manifest["files"]["buffer.hdf5"])  # without resealing
+    (tmp_path / "ckpt" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CorruptCheckpointError, match="its checksum") as caught:
+        DictBuffer.load(tmp_path / "ckpt")
+    assert caught.value.path.name == "manifest.json"
+
+
+@pytest.mark.parametrize("block_bytes", [None, 1, 7, 64, 1000])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_stream_hasher_gives_each_block_the_sha256_of_its_bytes(
+    block_bytes: int | None, threads: int
+) -> None:
+    data = np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8).tobytes()
+    hasher = StreamHasher(block_bytes, threads)
+    done: list[int] = []
+    start = 0
+    # Pieces of every size from 0 up, so they start and end anywhere inside the blocks.
+    for feed, length in enumerate(range(200)):
+        piece = data[start : start + length]
+        hasher.feed(memoryview(piece), lambda feed=feed: done.append(feed))
+        start += len(piece)
+        if start == len(data):
+            break
+    digests, size = hasher.result()
+    assert size == len(data) and sorted(done) == list(range(len(done)))
+    assert len(done) == feed + 1
+    whole = [hashlib.sha256(data).hexdigest()]
+    assert digests == (whole if block_bytes is None else block_digests(data, block_bytes))
+
+
+def test_an_empty_stream_has_no_blocks_and_one_whole_file_digest() -> None:
+    assert StreamHasher(64, 2).result() == ([], 0)
+    assert StreamHasher().result() == ([hashlib.sha256(b"").hexdigest()], 0)

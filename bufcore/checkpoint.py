@@ -849,6 +849,30 @@ def load_checkpoint(
         return cls._from_checkpoint(reader, device)  # type: ignore[attr-defined]
 
 
+L = TypeVar("L", bound="Loadable")
+
+
+class Loadable:
+    """Gives a buffer class ``load``: its own checkpoints (or a subclass's), nothing else."""
+
+    @classmethod
+    def load(
+        cls: type[L], path: str | os.PathLike[str], device: str | torch.device | None = None
+    ) -> L:
+        """Load a checkpoint of this class (dict buffers: also one written by BFM-Zero).
+
+        Args:
+            path: The checkpoint directory.
+            device: Where to put the tensors; ``None`` keeps config.json's device.
+
+        Raises:
+            ValueError: the checkpoint holds another kind of buffer.
+            CorruptCheckpointError: a file is damaged or inconsistent.
+        """
+        loaded: L = load_checkpoint(path, device, expected=cls)
+        return loaded
+
+
 def load_buffer(path: str | os.PathLike[str], device: str | torch.device | None = None) -> Any:
     """Load any bufcore or BFM-Zero buffer checkpoint, dispatching on ``__target__``.
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
@@ -69,7 +69,6 @@ from bufcore.tree import (
     unflatten,
 )
 
-M = TypeVar("M", bound="TrajectoryDictBufferMultiDim")
 _DEFAULT_KEYS = ("observation",)
 
 
@@ -382,14 +381,6 @@ class TrajectoryDictBufferMultiDim(_WindowOptions, DictBuffer):
             **_window_kwargs(config, where),
         }
 
-    @classmethod
-    def load(
-        cls: type[M], path: str | os.PathLike[str], device: str | torch.device | None = None
-    ) -> M:
-        """Load a checkpoint written by bufcore or by BFM-Zero (see :meth:`DictBuffer.load`)."""
-        loaded: M = checkpoint.load_checkpoint(path, device, expected=cls)
-        return loaded
-
     def _after_load(self, reader: checkpoint.CheckpointReader) -> None:
         self.weighting = _restore_weighting(reader.state, reader.path / checkpoint.STATE)
         storage = self._storage
@@ -414,7 +405,7 @@ class TrajectoryDictBufferMultiDim(_WindowOptions, DictBuffer):
 
 # ------------------------------------------------------------------------ expert buffer
 @checkpoint.register_target("bufcore.TrajectoryDictBuffer")
-class TrajectoryDictBuffer(_WindowOptions):
+class TrajectoryDictBuffer(_WindowOptions, checkpoint.Loadable):
     """Read-only buffer of expert episodes, sampled as windows with per-trajectory priorities.
 
     Episodes are laid end to end in list order (rows ``[0, capacity)``). Each episode ends a
@@ -712,19 +703,6 @@ class TrajectoryDictBuffer(_WindowOptions):
             },
         )
         checkpoint.save_payload(path, payload)
-
-    @classmethod
-    def load(
-        cls, path: str | os.PathLike[str], device: str | torch.device | None = None
-    ) -> TrajectoryDictBuffer:
-        """Load a checkpoint written by :meth:`save`.
-
-        Raises:
-            ValueError: the checkpoint holds another kind of buffer.
-            CorruptCheckpointError: a file is damaged or inconsistent.
-        """
-        loaded: TrajectoryDictBuffer = checkpoint.load_checkpoint(path, device, expected=cls)
-        return loaded
 
     @classmethod
     def _from_checkpoint(

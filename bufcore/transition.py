@@ -60,7 +60,7 @@ def check_count(value: Any, argument: str, *, minimum: int = 1) -> int:
     "humanoidverse.agents.buffers.transition.DictBuffer",
     "metamotivo.buffers.buffers.DictBuffer",
 )
-class DictBuffer:
+class DictBuffer(checkpoint.Loadable):
     """FIFO ring of transitions stored as a nested dict of tensors.
 
     The first non-empty :meth:`extend` fixes the spec (key path -> trailing shape, dtype) and
@@ -230,23 +230,6 @@ class DictBuffer:
             state=self._state(),
         )
         checkpoint.save_payload(path, payload)
-
-    @classmethod
-    def load(
-        cls: type[B], path: str | os.PathLike[str], device: str | torch.device | None = None
-    ) -> B:
-        """Load a checkpoint written by bufcore or by BFM-Zero.
-
-        Args:
-            path: The checkpoint directory.
-            device: Where to put the rows; ``None`` keeps config.json's device.
-
-        Raises:
-            ValueError: the checkpoint holds another kind of buffer.
-            CorruptCheckpointError: a file is damaged or inconsistent.
-        """
-        loaded: B = checkpoint.load_checkpoint(path, device, expected=cls)
-        return loaded
 
     @classmethod
     def _init_kwargs(cls, config: dict[str, Any], where: Path) -> dict[str, Any]:

@@ -25,7 +25,7 @@ _Z = ("z",)
 
 
 @checkpoint.register_target("bufcore.ZBuffer", "humanoidverse.agents.misc.zbuffer.ZBuffer")
-class ZBuffer:
+class ZBuffer(checkpoint.Loadable):
     """Ring of ``[dim]`` vectors.
 
     Args:
@@ -121,19 +121,6 @@ class ZBuffer:
             state={"seed": self.seed, "generator": generator_state(self._generator)},
         )
         checkpoint.save_payload(path, payload)
-
-    @classmethod
-    def load(
-        cls, path: str | os.PathLike[str], device: str | torch.device | None = None
-    ) -> ZBuffer:
-        """Load a checkpoint written by :meth:`save`.
-
-        Raises:
-            ValueError: the checkpoint holds another kind of buffer.
-            CorruptCheckpointError: a file is damaged or inconsistent.
-        """
-        loaded: ZBuffer = checkpoint.load_checkpoint(path, device, expected=cls)
-        return loaded
 
     @classmethod
     def _from_checkpoint(

@@ -192,14 +192,14 @@ def sample_window_starts(
             take = accepted[:remaining]
             # Offsets for every proposal in one draw; the rejected ones are dropped below.
             first = proposed.start + _uniform_below(counts, generator)
-            starts.append(first[take])
-            envs.append(proposed.env[take])
+            starts.append(first.index_select(0, take))
+            envs.append(proposed.env.index_select(0, take))
         else:
             time, env, stop = source.propose_rows(proposals, generator)
             accepted = (stop - time >= need - 1).nonzero().squeeze(1)
             take = accepted[:remaining]
-            starts.append(time[take])
-            envs.append(env[take])
+            starts.append(time.index_select(0, take))
+            envs.append(env.index_select(0, take))
         remaining -= len(take)
         if remaining == 0:
             break
@@ -224,7 +224,7 @@ def window_index(
     Rows ``[i * length, (i + 1) * length)`` are window ``i``: times ``start[i] + j``.
     """
     # time % capacity * E + env == (time * E + env) % (capacity * E), since 0 <= env < E.
-    first = start * env_count + env
+    first = torch.add(env, start, alpha=env_count)
     rows = first[:, None] + _strides(length, env_count, start.device)
     return (rows % (capacity * env_count)).reshape(-1)
 

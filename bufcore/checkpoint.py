@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeGuard, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import h5py
 import numpy as np
@@ -786,15 +786,6 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[CheckpointReader]:
 
 
 # ------------------------------------------------------------------ target registry
-class Checkpointable(Protocol):
-    """A buffer class that can be rebuilt from an open checkpoint."""
-
-    @classmethod
-    def _from_checkpoint(
-        cls, reader: CheckpointReader, device: str | torch.device | None
-    ) -> Any: ...
-
-
 C = TypeVar("C", bound=type)
 _TARGETS: dict[str, type] = {}
 

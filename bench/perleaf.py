@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from bufcore.boundaries import find_start_stop_traj
+from bufcore.sampling.boundaries import find_start_stop_traj
 
 Nested = dict[str, Any]
 

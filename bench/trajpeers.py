@@ -6,9 +6,10 @@
 does per update: account for one new time step of flags, then draw ``windows`` windows of
 ``seq_length`` rows inside trajectories and compute their rows.
 
-- ``bufcore``: :meth:`bufcore.boundaries.OnlineBoundaries.extend` (the incremental boundary
-  update of ``TrajectoryDictBufferMultiDim.extend``), :func:`bufcore.sampling.sample_window_starts`
-  and :func:`bufcore.sampling.window_index` (flat rows ``time % capacity * E + env``).
+- ``bufcore``: :meth:`bufcore.sampling.boundaries.OnlineBoundaries.extend` (the incremental
+  boundary update of ``TrajectoryDictBufferMultiDim.extend``),
+  :func:`bufcore.sampling.windows.sample_window_starts` and
+  :func:`bufcore.sampling.windows.window_index` (flat rows ``time % capacity * E + env``).
 - ``torchrl SliceSampler``: ``ReplayBuffer(LazyTensorStorage(capacity * E, ndim=2),
   SliceSampler(num_slices=windows, end_key="truncated", traj_key=None, cache_values=False),
   dim_extend=0)`` holding only the end flags, so the storage is ``[capacity, E]`` time first (the
@@ -16,8 +17,9 @@ does per update: account for one new time step of flags, then draw ``windows`` w
   is ``rb.extend`` of one ``[1, E]`` row and ``rb.sampler.sample(rb.storage, batch)``: torchrl
   rescans the flags on every sample (its cache is cleared by every write anyway).
 - ``BFM-Zero rescan``: what the reference does (REFERENCE §4.2): write the row into the flag
-  ring, then :func:`bufcore.boundaries.find_start_stop_traj` over all ``[capacity, E]`` flags
-  before each sample, the eligibility filter and :func:`bench.perleaf.get_idxs`.
+  ring, then :func:`bufcore.sampling.boundaries.find_start_stop_traj` over all
+  ``[capacity, E]`` flags before each sample, the eligibility filter and
+  :func:`bench.perleaf.get_idxs`.
 - ``BFM-Zero cached table``: the same draw from a table computed once and never updated (no
   extend): stale after the first write, so not a valid design; it is the reference's draw
   alone, as if keeping its table current cost nothing.
@@ -45,8 +47,8 @@ from bench.perleaf import PerLeafTrajectoryBuffer, get_idxs
 from bench.rollout import FlagStream
 from bench.workload import Nested
 from bufcore import TrajectoryDictBufferMultiDim
-from bufcore.boundaries import OnlineBoundaries, find_start_stop_traj
-from bufcore.sampling import sample_window_starts, window_index
+from bufcore.sampling.boundaries import OnlineBoundaries, find_start_stop_traj
+from bufcore.sampling.windows import sample_window_starts, window_index
 
 END_KEY = "truncated"
 KEYS_T = ["observation", "action", "z", "terminated", "truncated", "reward"]

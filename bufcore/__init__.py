@@ -1,24 +1,33 @@
 """bufcore: replay buffers for PyTorch RL that you can look inside.
 
-Public surface: the buffer classes, the loaders, the EMD curriculum and the checkpoint error.
+Public surface: the buffer classes, the loaders, the EMD curriculum and the errors bufcore
+raises on purpose. The subpackages hold the layers (README "Development"); POT, which the EMD
+needs, is imported on the first ``emd`` call, not here.
 """
 
 from __future__ import annotations
 
-from bufcore.boundaries import find_start_stop_traj
-from bufcore.checkpoint import load_buffer
-from bufcore.curriculum import Curriculum, emd, emd_to_priorities
-from bufcore.episodes import load_episode_based_h5, save_episodes
-from bufcore.errors import CorruptCheckpointError
-from bufcore.expert import load_expert_trajectories
-from bufcore.trajectory import TrajectoryDictBuffer, TrajectoryDictBufferMultiDim
-from bufcore.transition import DictBuffer
-from bufcore.zbuffer import ZBuffer
+from bufcore.buffers.expert import TrajectoryDictBuffer
+from bufcore.buffers.motions import load_expert_trajectories
+from bufcore.buffers.online import TrajectoryDictBufferMultiDim
+from bufcore.buffers.registry import load_buffer
+from bufcore.buffers.transition import DictBuffer
+from bufcore.buffers.zbuffer import ZBuffer
+from bufcore.curriculum.curriculum import Curriculum
+from bufcore.curriculum.emd import emd
+from bufcore.curriculum.history import Round
+from bufcore.curriculum.priorities import emd_to_priorities
+from bufcore.errors import CorruptCheckpointError, KeyPathError, StateError
+from bufcore.persist.episodes import load_episode_based_h5, save_episodes
+from bufcore.sampling.boundaries import find_start_stop_traj
 
 __all__ = [
     "CorruptCheckpointError",
     "Curriculum",
     "DictBuffer",
+    "KeyPathError",
+    "Round",
+    "StateError",
     "TrajectoryDictBuffer",
     "TrajectoryDictBufferMultiDim",
     "ZBuffer",

@@ -1,4 +1,4 @@
-"""The ``bufcore`` command."""
+"""The ``bufcore`` command: ``bufcore demo`` runs the demo (fill, sample, save, reload)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from bufcore.demo import run_demo
+from bufcore.runs.demo import run_demo
 
 
 def main(argv: Sequence[str] | None = None) -> int:

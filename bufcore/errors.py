@@ -1,8 +1,22 @@
-"""Exceptions that bufcore raises on purpose."""
+"""Every exception bufcore raises on purpose, beyond Python's own ``TypeError``/``ValueError``.
+
+- :class:`CorruptCheckpointError`: a file on disk is damaged or malformed (names the file).
+- :class:`StateError`: saved state handed back to bufcore (a checkpoint's config or state, a
+  curriculum's ``state_dict``) is malformed. It says which part (``"config"``, ``"state"`` or
+  ``"rows"``) so that ``bufcore.persist`` can name the file that part came from.
+- :class:`KeyPathError`: a key (path) the caller named does not exist. A plain ``KeyError``
+  prints its message as a repr (``"'...'"``); this one prints the sentence as written.
+
+All of them subclass the built-in type a caller would catch for that fault (``ValueError`` or
+``KeyError``), so ``except ValueError`` keeps working.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
+
+StatePart = Literal["config", "state", "rows"]
 
 
 class CorruptCheckpointError(ValueError):
@@ -14,4 +28,26 @@ class CorruptCheckpointError(ValueError):
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = Path(path)
+        self.problem = problem
         super().__init__(f"corrupt checkpoint file {self.path}: {problem}")
+
+
+class StateError(ValueError):
+    """Saved state is malformed: a field is missing, of the wrong type, or inconsistent.
+
+    Attributes:
+        part: Which part of the saved state is at fault: ``"config"`` (constructor fields and
+            ring position), ``"state"`` (generator, priorities, history) or ``"rows"`` (the
+            stored leaves).
+    """
+
+    def __init__(self, part: StatePart, problem: str) -> None:
+        self.part: StatePart = part
+        super().__init__(problem)
+
+
+class KeyPathError(KeyError):
+    """A key or key path that the caller named matches nothing."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -1,8 +1,9 @@
 """Per-buffer random generators and their checkpointable state.
 
 Each buffer owns a ``torch.Generator`` on its storage device, so sampling never touches the
-global RNGs and never syncs a CUDA device with the host. The state is saved as base64 in
-``state.json`` so that a reloaded buffer continues the same sample stream.
+global RNGs and never syncs a CUDA device with the host. :func:`generator_state` turns one into
+plain JSON data (the raw state as base64) and :func:`restore_generator` sets it back, so a buffer
+reloaded from a checkpoint continues the same sample stream.
 """
 
 from __future__ import annotations
@@ -13,15 +14,18 @@ from typing import Any
 
 import torch
 
+from bufcore.checks import check_seed
+from bufcore.errors import StateError
+
 
 def make_generator(device: torch.device, seed: int | None) -> torch.Generator:
     """A generator on ``device``, seeded with ``seed`` or nondeterministically when ``None``.
 
     Raises:
         TypeError: ``seed`` is not an int or None.
+        ValueError: ``seed`` is outside what a generator takes (``[-2**63, 2**64)``).
     """
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise TypeError(f"seed: expected an int or None, got {seed!r}")
+    seed = check_seed(seed)
     generator = torch.Generator(device=device)
     if seed is None:
         generator.seed()
@@ -44,19 +48,21 @@ def restore_generator(generator: torch.Generator, state: dict[str, Any]) -> None
     deterministic but starts a different stream.
 
     Raises:
-        ValueError: the state is malformed.
+        StateError: the state is malformed (part ``"state"``).
     """
     try:
         device_type = str(state["device_type"])
         raw = base64.b64decode(str(state["state"]), validate=True)
     except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(
-            f"generator state: expected device_type and base64 state, got {state!r:.80}"
+        raise StateError(
+            "state", f"generator: expected device_type and base64 state, got {state!r:.80}"
         ) from err
     if device_type == generator.device.type:
         try:
             generator.set_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
         except RuntimeError as err:
-            raise ValueError(f"generator state: not a valid {device_type} state ({err})") from err
+            raise StateError(
+                "state", f"generator: not a valid {device_type} state ({err})"
+            ) from err
     else:
         generator.manual_seed(int.from_bytes(hashlib.sha256(raw).digest()[:8], "little"))

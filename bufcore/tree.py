@@ -22,7 +22,7 @@ Key = str | tuple[str, ...]
 T = TypeVar("T")
 
 
-def as_key_path(key: Key, *, argument: str = "key") -> KeyPath:
+def as_key_path(key: Any, *, argument: str = "key") -> KeyPath:
     """Normalise a key (a string or a tuple of strings) to a tuple key path.
 
     Raises:
@@ -120,11 +120,16 @@ class LeafSpec:
         """Bytes per row."""
         return self.numel * self.dtype.itemsize
 
-    def describe(self) -> str:
-        return f"trailing shape {list(self.shape)}, dtype {dtype_name(self.dtype)}"
-
 
 Spec = dict[KeyPath, LeafSpec]
+
+
+def describe_spec(spec: Spec) -> str:
+    """``['obs']['state'] [67] float32, ['action'] [29] float32``: a spec for error messages."""
+    return ", ".join(
+        f"{format_key_path(path)} {list(leaf.shape)} {dtype_name(leaf.dtype)}"
+        for path, leaf in spec.items()
+    )
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -144,29 +149,19 @@ def dtype_from_name(name: str) -> torch.dtype:
     return dtype
 
 
-def spec_to_json(spec: Spec, separator: str) -> list[dict[str, Any]]:
-    """A JSON-ready list describing each leaf: key path, dataset name, shape and dtype."""
-    return [
-        {
-            "key_path": list(path),
-            "name": separator.join(path),
-            "shape": list(leaf.shape),
-            "dtype": dtype_name(leaf.dtype),
-        }
-        for path, leaf in spec.items()
-    ]
-
-
-def to_tensor(value: Any, *, path: KeyPath, argument: str = "data") -> torch.Tensor:
+def to_tensor(value: Any, where: str) -> torch.Tensor:
     """Convert one leaf to a tensor without copying where possible.
 
     numpy arrays share memory (``torch.from_numpy``), tensors are returned as they are, Python
     numbers and (nested) lists go through ``torch.as_tensor``. The caller copies into storage.
 
+    Args:
+        value: The leaf.
+        where: How error messages name it: an argument and key path (``"data['obs']"``).
+
     Raises:
         TypeError: the leaf is not numeric (strings, objects, ragged lists, ...).
     """
-    where = f"{argument}{format_key_path(path)}"
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, np.ndarray):
@@ -187,3 +182,18 @@ def to_tensor(value: Any, *, path: KeyPath, argument: str = "data") -> torch.Ten
     raise TypeError(
         f"{where}: expected a numpy array, torch tensor, number or list, got {type(value).__name__}"
     )
+
+
+def check_cast(source: torch.dtype, stored: torch.dtype, *, where: str) -> None:
+    """Refuse a cast from ``source`` to the ``stored`` dtype that is not safe.
+
+    Safe is ``torch.can_cast``: float64 -> float32 is, float -> int and int -> bool are not.
+
+    Raises:
+        TypeError: the cast is not safe; the message starts with ``where``.
+    """
+    if not torch.can_cast(source, stored):
+        raise TypeError(
+            f"{where}: dtype {dtype_name(source)} cannot be cast safely to the stored "
+            f"dtype {dtype_name(stored)}"
+        )

@@ -1,9 +1,11 @@
-"""Helpers shared by test modules."""
+"""Helpers shared by test modules: the device list, a fake expert buffer, a window model."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+
+from bufcore.sampling.windows import TrajectoryTable, window_counts
 
 # CUDA cases run wherever a GPU is present (the device check machine); CPU runs everywhere.
 DEVICES = [
@@ -13,3 +15,27 @@ DEVICES = [
         marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
     ),
 ]
+
+
+class FakeExpertBuffer:
+    """An expert buffer that records every priority update."""
+
+    def __init__(self, motion_ids: list[int], *, fail: bool = False) -> None:
+        self.motion_ids = list(motion_ids)
+        self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.fail = fail
+
+    def update_priorities(self, priorities: torch.Tensor, idxs: torch.Tensor) -> None:
+        if self.fail:
+            raise RuntimeError("buffer refused the update")
+        self.calls.append((priorities.clone(), idxs.clone()))
+
+
+
+def valid_starts(table: TrajectoryTable, need: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every valid window start ``(time, env)`` of the table, trajectory by trajectory."""
+    counts = window_counts(table, need)
+    owner = torch.repeat_interleave(torch.arange(len(counts), device=counts.device), counts)
+    first = torch.cumsum(counts, 0) - counts
+    position = torch.arange(len(owner), device=counts.device) - first[owner]
+    return table.start[owner] + position, table.env[owner]

@@ -61,7 +61,7 @@ def test_join_key_path_refuses_a_part_containing_the_separator() -> None:
 
 def test_to_tensor_shares_memory_with_numpy_arrays() -> None:
     array = np.zeros((3, 2), dtype=np.float32)
-    tensor = to_tensor(array, path=("a",))
+    tensor = to_tensor(array, "data['a']")
     array[0, 0] = 5
     assert tensor[0, 0] == 5
 
@@ -76,7 +76,7 @@ def test_to_tensor_shares_memory_with_numpy_arrays() -> None:
     ],
 )
 def test_to_tensor_converts_lists_and_arrays(value: object, dtype: torch.dtype) -> None:
-    assert to_tensor(value, path=("a",)).dtype == dtype
+    assert to_tensor(value, "data['a']").dtype == dtype
 
 
 @pytest.mark.parametrize(
@@ -84,4 +84,4 @@ def test_to_tensor_converts_lists_and_arrays(value: object, dtype: torch.dtype) 
 )
 def test_to_tensor_refuses_non_numeric_leaves_naming_the_key(value: object) -> None:
     with pytest.raises(TypeError, match=r"data\['obs'\]\['x'\]"):
-        to_tensor(value, path=("obs", "x"))
+        to_tensor(value, "data['obs']['x']")

@@ -26,14 +26,17 @@ from typing import Any
 
 import numpy as np
 
-import bufcore.checkpoint
+import bufcore.persist.atomic
+import bufcore.persist.hdf5
 from bufcore import DictBuffer
 
 CAPACITY = 16_384
-# Module attribute of bufcore.checkpoint -> the call on which the child kills itself.
-KILL_POINTS: dict[str, tuple[str, int]] = {
-    "mid-write": ("_write_dataset", 2),  # payload half written, nothing published yet
-    "after-publish": ("_fsync_dir", 2),  # swapped in; the old checkpoint still sits in staging
+# Point -> (module, attribute, the call on which the child kills itself).
+KILL_POINTS: dict[str, tuple[Any, str, int]] = {
+    # payload half written, nothing published yet
+    "mid-write": (bufcore.persist.hdf5, "_write_dataset", 2),
+    # swapped in; the old checkpoint still sits in staging
+    "after-publish": (bufcore.persist.atomic, "fsync_path", 2),
 }
 
 
@@ -73,8 +76,8 @@ def _save_forever(path: Path, log: Path, first: int) -> None:
 
 
 def _save_and_die(path: Path, point: str, k: int) -> None:
-    name, call = KILL_POINTS[point]
-    original = getattr(bufcore.checkpoint, name)
+    module, name, call = KILL_POINTS[point]
+    original = getattr(module, name)
     calls = 0
 
     def killing(*args: Any, **kwargs: Any) -> Any:
@@ -84,7 +87,7 @@ def _save_and_die(path: Path, point: str, k: int) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         return original(*args, **kwargs)
 
-    setattr(bufcore.checkpoint, name, killing)
+    setattr(module, name, killing)
     generation(k).save(path)
 
 

@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 import torch
 
-import bufcore.checkpoint
+import bufcore.persist.atomic
+import bufcore.persist.checkpoint
+import bufcore.persist.hdf5
 from bufcore import DictBuffer
 from tests.fault.checkpoint_writer import CAPACITY, KILL_POINTS, generation, rows_of
 
@@ -188,9 +190,12 @@ class InjectedFault(Exception):
     """Raised by a patched step of a save."""
 
 
-def fail_on_call(monkeypatch: pytest.MonkeyPatch, name: str, call: int) -> None:
-    """Make ``bufcore.checkpoint.<name>`` raise :class:`InjectedFault` on its ``call``-th call."""
-    original: Callable[..., Any] = getattr(bufcore.checkpoint, name)
+def fail_on_call(monkeypatch: pytest.MonkeyPatch, where: str, call: int) -> None:
+    """Make ``bufcore.persist.<where>`` (``module.name``) raise :class:`InjectedFault` on its
+    ``call``-th call."""
+    module_name, name = where.split(".")
+    module = getattr(bufcore.persist, module_name)
+    original: Callable[..., Any] = getattr(module, name)
     calls = 0
 
     def failing(*args: Any, **kwargs: Any) -> Any:
@@ -200,19 +205,19 @@ def fail_on_call(monkeypatch: pytest.MonkeyPatch, name: str, call: int) -> None:
             raise InjectedFault(f"{name} call {call}")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(bufcore.checkpoint, name, failing)
+    monkeypatch.setattr(module, name, failing)
 
 
 WRITE_FAULTS = [
-    pytest.param("_write_dataset", 2, id="second-dataset"),
-    pytest.param("_write_json", 2, id="state-json"),
-    pytest.param("seal_file", 4, id="sealing-the-manifest"),
-    pytest.param("_fsync_dir", 1, id="fsync-of-staging"),
+    pytest.param("hdf5._write_dataset", 2, id="second-dataset"),
+    pytest.param("checkpoint._write_json", 2, id="state-json"),
+    pytest.param("checkpoint.seal_file", 4, id="sealing-the-manifest"),
+    pytest.param("atomic.fsync_path", 1, id="fsync-of-staging"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("name", "call"), [*WRITE_FAULTS, pytest.param("_exchange", 1, id="the-swap")]
+    ("name", "call"), [*WRITE_FAULTS, pytest.param("atomic.exchange", 1, id="the-swap")]
 )
 def test_a_save_failing_part_way_leaves_the_previous_checkpoint_intact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, call: int

@@ -16,9 +16,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bufcore.boundaries import OnlineBoundaries
-from bufcore.sampling import valid_starts
-from bufcore.trajectory import TrajectoryDictBuffer, TrajectoryDictBufferMultiDim
+from bufcore.buffers.expert import TrajectoryDictBuffer
+from bufcore.buffers.online import TrajectoryDictBufferMultiDim
+from bufcore.sampling.boundaries import OnlineBoundaries
+from tests.support import valid_starts
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""The public buffer classes, composed from storage and sampling, saved through persist."""

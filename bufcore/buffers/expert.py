@@ -1,0 +1,302 @@
+"""``TrajectoryDictBuffer``: BFM-Zero's read-only expert buffer with per-trajectory priorities.
+
+Episodes are laid end to end in list order (:mod:`bufcore.buffers.episode_rows`) and sampled as
+windows (:mod:`bufcore.buffers.windowed`): a trajectory is drawn by its priority (``"trajectory"``
+weighting, the reference's) or every valid window in proportion to its trajectory's priority
+(``"window"``), then a start. :class:`~bufcore.curriculum.curriculum.Curriculum` sets the
+priorities from tracking errors.
+
+Deliberate differences from the reference (REFERENCE §2, DESIGN §2): every valid window can be
+drawn; an episode whose own end column is not True on its last row still ends there (the
+reference lets it wrap into the first episode); flags inside an episode split it, and
+``motion_ids`` has one entry per trajectory (the motion id of its first row), so it always lines
+up with ``priorities``; NaN, infinite, negative or all-zero priorities are refused, partial
+updates are allowed and zero-priority trajectories are never sampled; the buffer saves and loads
+in the dict-family checkpoint format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import torch
+
+from bufcore.buffers.episode_rows import EpisodeRows
+from bufcore.buffers.registry import CheckpointedBuffer
+from bufcore.buffers.windowed import (
+    DEFAULT_KEYS,
+    WindowedBuffer,
+    WindowOptions,
+    as_key,
+    gather_windows,
+    key_json,
+)
+from bufcore.checks import check_device, check_seed, check_separator
+from bufcore.fields import Field
+from bufcore.persist.checkpoint import OpenedCheckpoint
+from bufcore.rng import make_generator
+from bufcore.sampling.boundaries import find_start_stop_traj
+from bufcore.sampling.windows import TrajectoryTable, Weighting, draw_from_table
+from bufcore.storage.ring import RingStorage, RowSource
+from bufcore.tree import Key, as_key_path, format_key_path, to_tensor, unflatten
+
+
+class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
+    """Read-only buffer of expert episodes, sampled as windows with per-trajectory priorities.
+
+    Episodes are laid end to end in list order (rows ``[0, capacity)``). Each episode ends a
+    trajectory; an episode without ``end_key`` gets a column ``[T, 1]`` True on its last row, and
+    a provided end column is forced True on the last row (so episodes never join). With
+    well-formed columns, trajectory ``i`` is episode ``i``, and ``priorities[i]``,
+    ``lengths[i]`` and ``motion_ids[i]`` line up.
+
+    Args:
+        episodes: Nested dicts of arrays with a leading time axis, the same keys in each; or a
+            :class:`~bufcore.storage.ring.RowSource` of rows already laid end to end (how a
+            checkpoint is loaded: its rows go straight into this buffer's storage).
+        device: Where rows live and samples are made.
+        seq_length: Default window length.
+        output_key_t: Keys (str or tuple paths) returned for the window rows.
+        output_key_tp1: Keys returned under ``"next"`` for the row after each window row.
+        end_key: The end-flag leaf (str or tuple path).
+        motion_id_key: The leaf holding each episode's motion id (read at a trajectory's first
+            row).
+        nested_key_separator: Joins nested keys into dataset names when saving.
+        weighting: ``"trajectory"`` (the reference's) or ``"window"``.
+        seed: Seed of the buffer's generator; ``None`` for a nondeterministic one.
+
+    Attributes:
+        motion_ids: One int per trajectory.
+        start_idx: ``[n, 1]`` first row of each trajectory.
+        stop_idx: ``[n, 1]`` last row of each trajectory (inclusive).
+        lengths: ``[n]`` rows per trajectory.
+        priorities: ``[n]`` float32 sampling weights, summing to 1.
+
+    Raises:
+        ValueError: no episodes, an empty episode, episodes with different keys, trailing
+            shapes or leaves of different lengths, a missing ``motion_id_key``, a malformed end
+            column, or a bad option.
+        TypeError: malformed keys, non-numeric leaves, non-int sizes.
+        KeyError: an output key matches no leaf of the episodes.
+    """
+
+    checkpoint_targets: ClassVar[tuple[str, ...]] = ("bufcore.TrajectoryDictBuffer",)
+    motion_ids: list[int]
+    start_idx: torch.Tensor
+    stop_idx: torch.Tensor
+    lengths: torch.Tensor
+    priorities: torch.Tensor
+
+    def __init__(
+        self,
+        episodes: Sequence[Mapping[str, Any]] | RowSource,
+        *,
+        device: str | torch.device = "cpu",
+        seq_length: int = 1,
+        output_key_t: Sequence[Key] = DEFAULT_KEYS,
+        output_key_tp1: Sequence[Key] = DEFAULT_KEYS,
+        end_key: Key = "done",
+        motion_id_key: Key = "motion_id",
+        nested_key_separator: str = "-",
+        weighting: Weighting = "trajectory",
+        seed: int | None = None,
+    ) -> None:
+        self._window = WindowOptions(seq_length, output_key_t, output_key_tp1, end_key, weighting)
+        self.motion_id_key = as_key(motion_id_key, "motion_id_key")
+        self.nested_key_separator = check_separator(nested_key_separator)
+        self.device = check_device(device)
+        self.seed = check_seed(seed)
+        self._generator = make_generator(self.device, self.seed)
+        end_path, motion_path = self._window.end_path, as_key_path(self.motion_id_key)
+        rows = (
+            episodes
+            if isinstance(episodes, RowSource)
+            else EpisodeRows(
+                episodes,
+                end_path=end_path,
+                motion_path=motion_path,
+                checker=RingStorage(1, device=self.device),
+            )
+        )
+        missing = [format_key_path(p) for p in (end_path, motion_path) if p not in rows.spec]
+        if missing:
+            raise ValueError(
+                f"episodes: an expert buffer needs the end and motion id leaves; missing "
+                f"{', '.join(missing)}"
+            )
+        self._storage = RingStorage(rows.count, device=self.device)
+        with torch.no_grad():
+            self._storage.restore(rows, cursor=0, is_full=True)
+        self._window.output_paths(self._storage.views)
+        end = self._storage.views[end_path].reshape(rows.count, -1)
+        end[-1] = True  # the last episode ends on the last row, also for given rows
+        self._index(end[:, 0])
+
+    def _index(self, end: torch.Tensor) -> None:
+        """Trajectories, motion ids and uniform priorities from the stored end flags."""
+        start, stop, lengths = find_start_stop_traj(end, True)
+        self.start_idx, self.stop_idx, self.lengths = start, stop, lengths
+        self._table = TrajectoryTable(
+            env=torch.zeros_like(lengths), start=start[:, 0], stop=stop[:, 0]
+        )
+        column = self._storage.views[as_key_path(self.motion_id_key)]
+        first_rows = column.reshape(len(column), -1)[start[:, 0], 0]
+        self.motion_ids = [int(v) for v in first_rows.tolist()]
+        count = len(lengths)
+        self.priorities = torch.full(
+            (count,), 1.0 / count, dtype=torch.float32, device=self.device
+        )
+
+    # ------------------------------------------------------------------ state
+    @property
+    def capacity(self) -> int:
+        """Stored rows (all episodes)."""
+        return self._storage.capacity
+
+    def __len__(self) -> int:
+        return self.capacity
+
+    def empty(self) -> bool:
+        return len(self) == 0
+
+    @property
+    def storage(self) -> dict[str, Any]:
+        """Live nested views ``[capacity, ...]`` of the rows (read only)."""
+        return unflatten(self._storage.views)
+
+    def __repr__(self) -> str:
+        return (
+            f"TrajectoryDictBuffer(rows={self.capacity}, trajectories={len(self.lengths)}, "
+            f"seq_length={self.seq_length}, device={str(self.device)!r})"
+        )
+
+    # ---------------------------------------------------------------- reading
+    def sample(self, batch_size: int = 1, seq_length: int | None = None) -> dict[str, Any]:
+        """``batch_size // seq_length`` windows, trajectories drawn by priority, slice-major.
+
+        Returns:
+            ``{key: [batch_size, ...] for key in output_key_t}`` plus ``"next"`` for
+            ``output_key_tp1`` (if not empty).
+
+        Raises:
+            ValueError: the reference's batch-size checks, no trajectory long enough (the
+                message gives the length range), or zero priority on all that are.
+            KeyError: an output key matches no stored leaf.
+        """
+        seq, slices = self._window.request(batch_size, seq_length)
+        paths = self._window.output_paths(self._storage.spec or {})
+        start, env = draw_from_table(
+            self._table,
+            count=slices,
+            need=seq + self._window.offset,
+            weighting=self.weighting,
+            generator=self._generator,
+            priorities=self.priorities,
+        )
+        return gather_windows(self._storage, start, env, seq_length=seq, paths=paths)
+
+    def trajectories(self) -> TrajectoryTable:
+        """The trajectories: env column (all 0), first and last row (inclusive)."""
+        return self._table
+
+    # ------------------------------------------------------------- priorities
+    def update_priorities(self, priorities: Any, idxs: Any) -> None:
+        """Set the priorities of trajectories ``idxs`` and renormalise to sum 1.
+
+        A full vector or any subset may be given; for a repeated index the last value wins.
+
+        Raises:
+            ValueError: lengths differ; a value is NaN, infinite or negative; or the update
+                would leave zero total mass, or zero mass on every trajectory long enough for
+                the default window. Nothing changes then.
+            IndexError: an index is outside ``[0, n_trajectories)``.
+            TypeError: non-numeric input.
+        """
+        values = to_tensor(priorities, "priorities")
+        index = to_tensor(idxs, "idxs")
+        values = values.reshape(-1).to(device=self.device, dtype=torch.float64)
+        index = index.reshape(-1).to(device=self.device)
+        count = len(self.priorities)
+        if index.is_floating_point() or index.dtype == torch.bool:
+            raise TypeError(f"idxs: expected integer indices, got dtype {index.dtype}")
+        if len(values) != len(index):
+            raise ValueError(
+                f"priorities: expected one value per index, got {len(values)} values for "
+                f"{len(index)} indices"
+            )
+        if len(index) and (int(index.min()) < 0 or int(index.max()) >= count):
+            raise IndexError(
+                f"idxs: expected indices in [0, {count}), got {int(index.min())}.."
+                f"{int(index.max())}"
+            )
+        if not bool(torch.isfinite(values).all()) or bool((values < 0).any()):
+            raise ValueError("priorities: expected finite values >= 0, got NaN, inf or negative")
+        updated = self.priorities.to(torch.float64).clone()
+        # Last write wins for repeated indices: keep each index's last position only.
+        last = torch.full((count,), -1, dtype=torch.long, device=self.device)
+        order = torch.arange(len(index), device=self.device)
+        last.scatter_reduce_(0, index.long(), order, reduce="amax")
+        keep = last[index.long()] == order
+        updated[index[keep].long()] = values[keep]
+        total = updated.sum()
+        if float(total) <= 0:
+            raise ValueError("priorities: the update would make every priority zero")
+        eligible = self.lengths >= self.seq_length + self._window.offset
+        if bool(eligible.any()) and float(updated[eligible].sum()) <= 0:
+            raise ValueError(
+                f"priorities: the update would give zero mass to every trajectory with length "
+                f">= {self.seq_length + self._window.offset}, so none could be sampled"
+            )
+        self.priorities = (updated / total).to(torch.float32)
+
+    # ------------------------------------------------------------ persistence
+    def _config(self) -> dict[str, Any]:
+        return {
+            "capacity": self.capacity,
+            "device": str(self.device),
+            "nested_key_separator": self.nested_key_separator,
+            **self._window.to_config(),
+            "motion_id_key": key_json(self.motion_id_key),
+        }
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "weighting": self.weighting,
+            "priorities": self.priorities.tolist(),
+            "motion_ids": list(self.motion_ids),
+        }
+
+    @classmethod
+    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
+        separator = config.optional("nested_key_separator", "-").parse(check_separator)
+        rows = opened.rows(separator, 1)
+        capacity = config.key("capacity")
+        if capacity.integer(minimum=1) != rows.count:
+            raise capacity.error(f"says {capacity.value} rows, but buffer.hdf5 holds {rows.count}")
+        return {
+            "episodes": rows,
+            "device": config.optional("device", "cpu").text(),
+            "motion_id_key": config.optional("motion_id_key", "motion_id").parse(
+                lambda v: as_key(v, "motion_id_key")
+            ),
+            "nested_key_separator": separator,
+            **WindowOptions.saved_kwargs(config, state),
+        }
+
+    def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
+        """The rows came in through the constructor; priorities and motion ids follow."""
+        saved = state.optional("priorities", None)
+        if saved.value is None:
+            return
+        count = len(self.lengths)
+        values = saved.items()
+        ids = state.optional("motion_ids", None).items()
+        if len(values) != count or len(ids) != count:
+            raise saved.error(
+                f"expected {count} priorities and motion ids, one per trajectory, got "
+                f"{len(values)} and {len(ids)}"
+            )
+        priorities = [value.real(minimum=0.0) for value in values]
+        self.priorities = torch.tensor(priorities, dtype=torch.float32, device=self.device)
+        self.motion_ids = [motion.integer() for motion in ids]

@@ -1,0 +1,144 @@
+"""Build the expert buffer from a list of episode files (REFERENCE §5, BFM-Zero's ``load_data``).
+
+:func:`load_expert_trajectories` reads a ``.txt`` list of episode-based HDF5 files
+(:func:`bufcore.persist.episodes.read_motion_list`), reads every episode of every file
+(:func:`bufcore.persist.episodes.load_episode_based_h5`), casts the observation to float32,
+optionally maps it, and lays all episodes end to end in one
+:class:`~bufcore.buffers.expert.TrajectoryDictBuffer`.
+
+Differences from the reference: an empty list, an episode without ``observation`` or
+``motion_id``, a string leaf other than ``file_name``, or episodes whose keys differ across files
+raise an error naming the file and the episode (the reference fails later with a bare
+``KeyError`` or builds misaligned columns); ``file_name`` is dropped when present instead of
+being required.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from bufcore.buffers.expert import TrajectoryDictBuffer
+from bufcore.persist.episodes import EPISODE_PREFIX, load_episode_based_h5, read_motion_list
+from bufcore.tree import KeyPath, flatten, format_key_path, unflatten
+
+OBSERVATION = "observation"
+MOTION_ID = "motion_id"
+FILE_NAME = "file_name"
+
+ObsMapper = Callable[[Any], Any]
+
+
+def load_expert_trajectories(
+    motions: str | os.PathLike[str],
+    motions_root: str | os.PathLike[str],
+    seq_length: int,
+    device: str | torch.device,
+    obs_dict_mapper: ObsMapper | None = None,
+) -> TrajectoryDictBuffer:
+    """Read the listed episode files into one read-only expert buffer.
+
+    Every listed file is read in list order, its episodes in ``ep_0, ep_1, ...`` order; each
+    episode becomes one trajectory (``motion_ids[i]`` is the ``motion_id`` of its first row).
+    Every observation leaf is cast to float32; then ``obs_dict_mapper``, if given, replaces the
+    observation with ``obs_dict_mapper(observation)`` (e.g. splitting a flat array into
+    ``{"state": ..., "privileged_state": ...}``). A string ``file_name`` dataset is dropped.
+
+    Args:
+        motions: The ``.txt`` list: one file per line, ``#`` comments and blank lines skipped,
+            spaces removed, relative paths taken relative to ``motions_root``.
+        motions_root: Directory the relative entries are relative to.
+        seq_length: Default window length of the buffer.
+        device: Where the buffer's rows live.
+        obs_dict_mapper: Optional function applied to each episode's (float32) observation.
+
+    Returns:
+        A :class:`~bufcore.buffers.expert.TrajectoryDictBuffer` with the default end and motion-id
+        keys (``"done"`` is added True on each episode's last row; ``"motion_id"``).
+
+    Raises:
+        FileNotFoundError: The list or a listed file does not exist (naming the list line).
+        ValueError: The list names no file or its files hold no episode; an episode lacks
+            ``observation`` or ``motion_id``; episodes' keys differ (naming both files and
+            episodes); or a file is malformed (see
+            :func:`~bufcore.persist.episodes.load_episode_based_h5`).
+        TypeError: An episode holds a string leaf other than ``file_name``, or a leaf the
+            buffer cannot store (naming the file and episode).
+    """
+    files = read_motion_list(motions, motions_root)
+    if not files:
+        raise ValueError(f"{motions}: the motion list names no file")
+    episodes: list[dict[str, Any]] = []
+    sources: list[str] = []
+    first: tuple[str, set[KeyPath]] | None = None
+    for file in files:
+        for index, raw in enumerate(load_episode_based_h5(file)):
+            where = f"{file}: {EPISODE_PREFIX}{index}"
+            episode = _prepare(raw, where, obs_dict_mapper)
+            keys = set(flatten(episode, argument=where))
+            if first is None:
+                first = (where, keys)
+            elif keys != first[1]:
+                raise ValueError(_key_difference(first, (where, keys)))
+            episodes.append(episode)
+            sources.append(where)
+    if not episodes:
+        raise ValueError(f"{motions}: the listed files hold no episode")
+    try:
+        return TrajectoryDictBuffer(episodes, seq_length=seq_length, device=device)
+    except (TypeError, ValueError) as err:
+        # The buffer names episodes by their index in the concatenated list; name the file.
+        found = re.match(r"episodes\[(\d+)\]", str(err))
+        if found is None:
+            raise
+        raise type(err)(f"{sources[int(found.group(1))]}: {err}") from err
+
+
+def _prepare(raw: Mapping[str, Any], where: str, mapper: ObsMapper | None) -> dict[str, Any]:
+    """One episode as the buffer takes it: float32 observation, mapped, no ``file_name``.
+
+    Raises:
+        ValueError: ``observation`` or ``motion_id`` is missing.
+        TypeError: a string leaf other than ``file_name``.
+    """
+    episode = {key: value for key, value in raw.items() if key != FILE_NAME}
+    for key in (OBSERVATION, MOTION_ID):
+        if key not in episode:
+            raise ValueError(f"{where}: missing {key!r}; the episode holds {sorted(raw)}")
+    for path, leaf in flatten(episode, argument=where).items():
+        if isinstance(leaf, str) or (isinstance(leaf, np.ndarray) and leaf.dtype.kind in "USO"):
+            raise TypeError(
+                f"{where}{format_key_path(path)}: a string dataset cannot be stored in the "
+                "expert buffer"
+            )
+    observation = _as_float32(episode[OBSERVATION], where)
+    episode[OBSERVATION] = observation if mapper is None else mapper(observation)
+    return episode
+
+
+def _as_float32(observation: Any, where: str) -> Any:
+    """The observation (an array or a nested dict of arrays) with every leaf cast to float32."""
+    if isinstance(observation, Mapping):
+        flat = flatten(observation, argument=f"{where}[{OBSERVATION!r}]")
+        return unflatten({p: np.asarray(v, dtype=np.float32) for p, v in flat.items()})
+    return np.asarray(observation, dtype=np.float32)
+
+
+def _key_difference(first: tuple[str, set[KeyPath]], other: tuple[str, set[KeyPath]]) -> str:
+    (first_where, first_keys), (where, keys) = first, other
+    lacking = sorted(format_key_path(p) for p in first_keys - keys)
+    extra = sorted(format_key_path(p) for p in keys - first_keys)
+    parts = []
+    if lacking:
+        parts.append(f"lacks {', '.join(lacking)}")
+    if extra:
+        parts.append(f"has extra {', '.join(extra)}")
+    return (
+        f"{where} {' and '.join(parts)} compared with {first_where}; every episode must have "
+        "the same keys"
+    )

@@ -1,0 +1,196 @@
+"""Saving and loading shared by every buffer class, and the table of checkpoint targets.
+
+Every buffer class derives from :class:`CheckpointedBuffer` and lists the ``__target__`` names it
+loads from (``checkpoint_targets``; the first is the one it writes). The table is exactly those
+lists: BFM-Zero's own module paths are listed by name, and anything else is refused (DESIGN §2.6).
+
+The state idiom: a buffer turns itself into plain data (``_config()`` for its constructor
+fields, ``_state()`` for what else it needs, plus the ring position, generator state and rows)
+and :mod:`bufcore.persist.checkpoint` turns that into files. Loading runs the other way through
+the public constructor: saved fields become constructor arguments (``_init_kwargs``), the new
+buffer reads its rows straight from the checkpoint into freshly allocated storage
+(``_restore``), and the generator continues its stream. A malformed field raises
+:class:`~bufcore.errors.StateError`, which the loader reports as a corrupt file.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, TypeVar
+
+import torch
+
+from bufcore.checks import check_seed
+from bufcore.errors import CorruptCheckpointError, StateError
+from bufcore.fields import Field
+from bufcore.persist.checkpoint import (
+    BufferCheckpoint,
+    OpenedCheckpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from bufcore.rng import generator_state, restore_generator
+from bufcore.storage.ring import RingStorage
+from bufcore.tree import describe_spec
+
+B = TypeVar("B", bound="CheckpointedBuffer")
+
+_TARGETS: dict[str, type[CheckpointedBuffer]] = {}
+
+
+class CheckpointedBuffer(ABC):
+    """Base of every buffer class: ``save``, ``load`` and the hooks they call.
+
+    Subclasses set ``checkpoint_targets`` and own ``_storage``, ``_generator``, ``seed`` and
+    ``nested_key_separator``; they override ``_config``, ``_init_kwargs`` and, for state beyond
+    the rows and the generator, ``_state`` and ``_restore``.
+    """
+
+    checkpoint_targets: ClassVar[tuple[str, ...]] = ()
+    nested_key_separator: str = "-"
+    seed: int | None
+    _storage: RingStorage
+    _generator: torch.Generator
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in cls.__dict__.get("checkpoint_targets", ()):
+            if name in _TARGETS:
+                raise TypeError(f"__target__ {name!r} is registered twice")
+            _TARGETS[name] = cls
+
+    # ------------------------------------------------------------------ hooks
+    @abstractmethod
+    def _config(self) -> dict[str, Any]:
+        """config.json fields besides ``_idx``, ``_is_full`` and ``__target__``."""
+
+    def _state(self) -> dict[str, Any]:
+        """state.json fields besides ``seed`` and ``generator``."""
+        return {}
+
+    @classmethod
+    @abstractmethod
+    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
+        """Constructor keyword arguments from the saved config and state (``device`` included;
+        ``seed`` is added from state.json).
+
+        Raises:
+            StateError: a field is missing or of the wrong type.
+        """
+
+    def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
+        """Fill the freshly built buffer's rows and ring position from the checkpoint.
+
+        Raises:
+            StateError: the ring position does not fit the rows or the capacity.
+        """
+        storage = self._storage
+        rows = opened.rows(self.nested_key_separator, storage.batch_dims)
+        if storage.spec is not None and rows.spec and rows.spec != storage.spec:
+            raise StateError(
+                "rows",
+                f"stored leaves ({describe_spec(rows.spec)}) differ from what config.json "
+                f"describes ({describe_spec(storage.spec)})",
+            )
+        saved_idx = config.optional("_idx", None)
+        saved_full = config.optional("_is_full", None)
+        if saved_idx.value is None or saved_full.value is None:
+            # Old BFM-Zero configs lack them: derived from the row count, as BFM-Zero does.
+            cursor, is_full = rows.count % storage.capacity, rows.count == storage.capacity
+        else:
+            cursor = saved_idx.integer(minimum=0, maximum=storage.capacity - 1)
+            is_full = saved_full.flag()
+        try:
+            storage.restore(rows, cursor=cursor, is_full=is_full)
+        except ValueError as err:
+            if isinstance(err, CorruptCheckpointError):
+                raise
+            raise StateError("config", str(err)) from err
+
+    # ---------------------------------------------------------------- saving
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Publish a checkpoint directory at ``path`` atomically (README "Checkpoints").
+
+        Raises:
+            ValueError: a key contains the nested key separator.
+            FileExistsError: ``path`` exists and is not a checkpoint directory.
+        """
+        storage = self._storage
+        state = {"seed": self.seed, "generator": generator_state(self._generator)}
+        checkpoint = BufferCheckpoint(
+            target=self.checkpoint_targets[0],
+            config={**self._config(), "_idx": storage.cursor, "_is_full": storage.is_full},
+            separator=self.nested_key_separator,
+            batch_dims=storage.batch_dims,
+            spec=storage.spec or {},
+            arrays=storage.rows(),
+            state={**state, **self._state()},
+        )
+        save_checkpoint(path, checkpoint)
+
+    # --------------------------------------------------------------- loading
+    @classmethod
+    def load(
+        cls: type[B], path: str | os.PathLike[str], device: str | torch.device | None = None
+    ) -> B:
+        """Load a checkpoint of this class or a subclass (also one written by BFM-Zero).
+
+        Args:
+            path: The checkpoint directory.
+            device: Where to put the tensors; ``None`` keeps config.json's device.
+
+        Raises:
+            ValueError: the checkpoint holds another kind of buffer, or an unknown one.
+            CorruptCheckpointError: a file is damaged or inconsistent.
+            FileNotFoundError: ``path`` is not a directory.
+        """
+        return load_checkpoint(path, lambda opened: _build(cls, opened, device))
+
+
+def _build(base: type[B], opened: OpenedCheckpoint, device: str | torch.device | None) -> B:
+    """The buffer ``opened`` holds, which must be a ``base``, through its public constructor."""
+    cls = _TARGETS.get(opened.target)
+    if cls is None:
+        known = ", ".join(sorted(_TARGETS))
+        raise ValueError(
+            f"{opened.path / 'config.json'}: unknown __target__ {opened.target!r}; "
+            f"known targets: {known}"
+        )
+    if not issubclass(cls, base):
+        raise ValueError(
+            f"{opened.path}: holds a {cls.__name__} (__target__ {opened.target!r}), not a "
+            f"{base.__name__}; use bufcore.load_buffer to load any kind"
+        )
+    config = Field(opened.config, "config", part="config")
+    state = Field(opened.state, "state", part="state")
+    kwargs = cls._init_kwargs(opened, config, state)
+    kwargs["seed"] = state.optional("seed", None).parse(check_seed)
+    if device is not None:
+        kwargs["device"] = device
+    try:
+        buffer = cls(**kwargs)
+    except (TypeError, ValueError) as err:
+        if isinstance(err, StateError | CorruptCheckpointError):
+            raise
+        raise StateError("config", str(err)) from err
+    buffer._restore(opened, config, state)
+    saved = opened.state.get("generator")
+    if saved is not None:
+        restore_generator(buffer._generator, saved)
+    return buffer
+
+
+def load_buffer(path: str | os.PathLike[str], device: str | torch.device | None = None) -> Any:
+    """Load any bufcore or BFM-Zero buffer checkpoint, dispatching on ``__target__``.
+
+    Args:
+        path: The checkpoint directory.
+        device: Where to put the tensors; ``None`` keeps the device recorded in config.json.
+
+    Raises:
+        ValueError: unknown ``__target__`` (the message lists the known ones).
+        CorruptCheckpointError: a file is damaged or differs from the manifest.
+        FileNotFoundError: ``path`` is not a directory.
+    """
+    return CheckpointedBuffer.load(path, device)

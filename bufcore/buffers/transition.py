@@ -1,0 +1,183 @@
+"""``DictBuffer``: BFM-Zero's FIFO transition buffer over nested dicts, without its bugs.
+
+The public surface follows ``humanoidverse.agents.buffers.transition.DictBuffer`` (constructor
+fields, ``extend``/``sample``/``get_full_buffer``/``save``/``load``, config.json layout) so code
+ports with few changes. Differences (DESIGN §2): the whole batch is validated before anything is
+written, ``load(device=...)`` is honoured, custom separators apply at every depth, an empty
+buffer saves and loads, ``get_full_buffer`` returns a chronological copy, and sampling uses the
+buffer's own generator on the storage device.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import torch
+
+from bufcore.buffers.registry import CheckpointedBuffer
+from bufcore.checks import check_device, check_int, check_seed, check_separator
+from bufcore.fields import Field
+from bufcore.persist.checkpoint import OpenedCheckpoint
+from bufcore.rng import make_generator
+from bufcore.storage.ring import Batch, RingStorage
+from bufcore.tree import format_key_path, unflatten
+
+
+class DictBuffer(CheckpointedBuffer):
+    """FIFO ring of transitions stored as a nested dict of tensors.
+
+    The first non-empty :meth:`extend` fixes the spec (key path -> trailing shape, dtype) and
+    allocates ``capacity`` rows once. Later batches must match it; a dtype is cast only when the
+    cast is safe (float64 -> float32 yes, float -> int no).
+
+    Args:
+        capacity: Rows kept; older rows are overwritten first.
+        device: Where the rows live and where samples (and their indices) are created.
+        nested_key_separator: Joins nested keys into dataset names in ``buffer.hdf5``.
+        seed: Seed of the buffer's own generator; ``None`` for a nondeterministic one.
+
+    Raises:
+        ValueError: ``capacity < 1``, an unknown device, or an empty separator or one with '/'.
+        TypeError: ``capacity`` or ``seed`` is not an int, or the separator not a str.
+    """
+
+    checkpoint_targets: ClassVar[tuple[str, ...]] = (
+        "bufcore.DictBuffer",
+        "humanoidverse.agents.buffers.transition.DictBuffer",
+        "metamotivo.buffers.buffers.DictBuffer",
+    )
+
+    def __init__(
+        self,
+        *,
+        capacity: int,
+        device: str | torch.device = "cpu",
+        nested_key_separator: str = "-",
+        seed: int | None = None,
+    ) -> None:
+        self.capacity = check_int(capacity, "capacity", minimum=1)
+        self.device = check_device(device)
+        self.nested_key_separator = check_separator(nested_key_separator)
+        self.seed = check_seed(seed)
+        self._generator = make_generator(self.device, self.seed)
+        self._storage = RingStorage(
+            self.capacity, device=self.device, batch_dims=self._batch_dims()
+        )
+
+    def _batch_dims(self) -> int:
+        """Leading batch axes of every leaf: 1 here (``[batch, ...]`` rows)."""
+        return 1
+
+    # ------------------------------------------------------------------ state
+    def __len__(self) -> int:
+        return len(self._storage)
+
+    def size(self) -> int:
+        """Rows held (``len(self)``)."""
+        return len(self)
+
+    def empty(self) -> bool:
+        return len(self) == 0
+
+    @property
+    def cursor(self) -> int:
+        """Row the next write starts at (config.json's ``_idx``)."""
+        return self._storage.cursor
+
+    @property
+    def is_full(self) -> bool:
+        """Whether a write has reached the last row (config.json's ``_is_full``)."""
+        return self._storage.is_full
+
+    @property
+    def storage(self) -> dict[str, Any] | None:
+        """Live nested views ``[capacity, ...]`` of the rows, BFM-Zero's ``storage`` (read only).
+
+        ``None`` before the first extend.
+        """
+        return unflatten(self._storage.views) if self._storage.allocated else None
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(capacity={self.capacity}, len={len(self)}, "
+            f"cursor={self.cursor}, device={str(self.device)!r})"
+        )
+
+    # ---------------------------------------------------------------- writing
+    def extend(self, data: Mapping[str, Any]) -> None:
+        """Append a batch: a nested dict whose leaves share a leading batch axis.
+
+        A batch larger than ``capacity`` keeps its last ``capacity`` rows in order; an empty
+        batch is a no-op. Nothing is written unless the whole batch is valid.
+
+        Raises:
+            TypeError: not a mapping, a non-str key, a non-numeric leaf, or an unsafe dtype cast.
+            ValueError: missing or extra keys, a missing batch axis, a wrong trailing shape, or
+                unequal batch sizes.
+        """
+        batch = self._storage.validate(data)
+        if batch.size == 0:
+            return
+        newly_allocated = not self._storage.allocated
+        with torch.no_grad():
+            self._write(batch)
+        if newly_allocated:
+            self._warn_unsaveable_keys()
+
+    def _write(self, batch: Batch) -> None:
+        """Write a validated, non-empty batch (subclasses extend this to track more state)."""
+        self._storage.write(batch)
+
+    def _warn_unsaveable_keys(self) -> None:
+        sep = self.nested_key_separator
+        clashing = [p for p in self._storage.views if any(sep in part for part in p)]
+        if clashing:
+            warnings.warn(
+                f"keys {', '.join(map(format_key_path, clashing))} contain the nested key "
+                f"separator {sep!r}: this buffer cannot be saved until they are renamed",
+                stacklevel=3,
+            )
+
+    # ---------------------------------------------------------------- reading
+    def sample(self, batch_size: int) -> dict[str, Any]:
+        """Draw ``batch_size`` rows uniformly, with replacement, from the filled rows.
+
+        Returns:
+            The nested structure of the stored data; every leaf a contiguous tensor
+            ``[batch_size, ...]`` on the buffer's device.
+
+        Raises:
+            ValueError: the buffer is empty or ``batch_size < 1``.
+        """
+        check_int(batch_size, "batch_size", minimum=1)
+        if self.empty():
+            raise ValueError("cannot sample: the buffer is empty (extend it first)")
+        index = torch.randint(
+            len(self), (batch_size,), generator=self._generator, device=self.device
+        )
+        return unflatten(self._storage.gather(index))
+
+    def get_full_buffer(self) -> dict[str, Any]:
+        """A copy of the filled rows in chronological order (oldest first); ``{}`` when empty."""
+        if self.empty():
+            return {}
+        time_index = self._storage.chronological_time_index()
+        return unflatten(self._storage.gather(self._storage.flat_index(time_index)))
+
+    # ------------------------------------------------------------ persistence
+    def _config(self) -> dict[str, Any]:
+        return {
+            "capacity": self.capacity,
+            "device": str(self.device),
+            "nested_key_separator": self.nested_key_separator,
+        }
+
+    @classmethod
+    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
+        return {
+            "capacity": config.key("capacity").integer(),
+            "device": config.key("device").text(),
+            "nested_key_separator": config.optional("nested_key_separator", "-").text(),
+        }

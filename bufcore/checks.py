@@ -1,0 +1,162 @@
+"""Argument validators shared by every constructor and public function.
+
+One validator per kind of argument, so the same mistake gets the same exception and the same
+wording everywhere: the message starts with the argument's name (or key path), then says what was
+expected and what came (``"capacity: expected an int >= 1, got 0"``).
+
+Conventions:
+
+- A value of the wrong *kind* (a float where an int is needed, a str where a device is) raises
+  ``TypeError``; a value of the right kind outside its range raises ``ValueError``.
+- Integers: Python ints and every other integral type (numpy integers, 0-d integer tensors) are
+  accepted and returned as ``int``; bools are refused (``True`` is not a count).
+- Reals: any ``numbers.Real`` (ints, floats, numpy scalars, 0-d arrays and tensors) but not
+  bools, returned as ``float``.
+
+These also check values parsed from saved state (JSON gives ints, floats, strs and bools only);
+callers there turn the error into a :class:`bufcore.errors.StateError`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+S = TypeVar("S", bound=str)
+
+# torch.Generator.manual_seed takes any value in [-2**63, 2**64).
+_SEED_RANGE = (-(2**63), 2**64 - 1)
+
+
+def _describe(value: Any) -> str:
+    """``repr`` of a value, cut short: error messages quote what came, never pages of it."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def check_int(
+    value: Any, argument: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """``value`` as an ``int`` in ``[minimum, maximum]`` (either bound optional).
+
+    Raises:
+        TypeError: not an integral value, or a bool.
+        ValueError: outside the bounds.
+    """
+    if isinstance(value, bool | np.bool_) or (
+        isinstance(value, torch.Tensor) and value.dtype == torch.bool
+    ):
+        raise TypeError(f"{argument}: expected an int, got {_describe(value)}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{argument}: expected an int, got {_describe(value)}") from None
+    if minimum is not None and maximum is not None and not minimum <= number <= maximum:
+        raise ValueError(f"{argument}: expected an int in [{minimum}, {maximum}], got {number}")
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{argument}: expected an int >= {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"{argument}: expected an int <= {maximum}, got {number}")
+    return number
+
+
+def check_real(
+    value: Any,
+    argument: str,
+    *,
+    minimum: float | None = None,
+    positive: bool = False,
+    finite: bool = True,
+) -> float:
+    """``value`` as a ``float``: finite (unless ``finite=False``), at least ``minimum`` and
+    (with ``positive``) above 0.
+
+    Raises:
+        TypeError: not a real number, or a bool.
+        ValueError: NaN or infinite (with ``finite``), below ``minimum`` or not positive.
+    """
+    if isinstance(value, torch.Tensor | np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{argument}: expected a number, got {_describe(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"{argument}: expected a finite number, got {_describe(value)}") from None
+    if finite and not math.isfinite(number):
+        raise ValueError(f"{argument}: expected a finite number, got {number}")
+    if minimum is not None and not number >= minimum:
+        raise ValueError(f"{argument}: expected a number >= {minimum}, got {number}")
+    if positive and not number > 0:
+        raise ValueError(f"{argument}: expected a number > 0, got {number}")
+    return number
+
+
+def check_choice(value: Any, argument: str, choices: Sequence[S]) -> S:
+    """``value`` if it is one of ``choices`` (strings).
+
+    Raises:
+        ValueError: any other value.
+    """
+    for choice in choices:
+        if isinstance(value, str) and value == choice:
+            return choice
+    raise ValueError(f"{argument}: expected one of {list(choices)}, got {_describe(value)}")
+
+
+def check_device(value: Any, argument: str = "device") -> torch.device:
+    """``torch.device(value)`` with a clear error (an int is a CUDA index, as in torch).
+
+    Raises:
+        TypeError: not a str, int or ``torch.device``.
+        ValueError: a value torch does not read as a device.
+    """
+    if isinstance(value, torch.device):
+        return value
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise TypeError(
+            f"{argument}: expected a torch device such as 'cpu' or 'cuda', got {_describe(value)}"
+        )
+    try:
+        return torch.device(value)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(
+            f"{argument}: expected a torch device such as 'cpu' or 'cuda', got {value!r}"
+        ) from err
+
+
+def check_seed(value: Any, argument: str = "seed") -> int | None:
+    """A generator seed: ``None`` (nondeterministic) or an int ``torch.Generator`` accepts.
+
+    Raises:
+        TypeError: not an int or None.
+        ValueError: outside ``[-2**63, 2**64)``.
+    """
+    if value is None:
+        return None
+    low, high = _SEED_RANGE
+    return check_int(value, argument, minimum=low, maximum=high)
+
+
+def check_separator(value: Any, argument: str = "nested_key_separator") -> str:
+    """A nested key separator: a non-empty str without '/', which HDF5 reads as a group path.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: empty, or containing '/'.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{argument}: expected a non-empty str, got {_describe(value)}")
+    if not value:
+        raise ValueError(f"{argument}: expected a non-empty str, got ''")
+    if "/" in value:
+        raise ValueError(
+            f"{argument}: '/' is HDF5's group separator; choose another, got {value!r}"
+        )
+    return value

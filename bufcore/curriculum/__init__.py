@@ -1,0 +1,1 @@
+"""The EMD curriculum: tracking error (EMD) -> expert-motion priorities, round by round."""

@@ -1,0 +1,1 @@
+"""Which rows or windows to read: episode boundaries and window draws (they hold no rows)."""

@@ -1,0 +1,1 @@
+"""Where rows live: the packed ring of :mod:`bufcore.storage.ring`."""

@@ -111,15 +111,15 @@ def check_choice(value: Any, argument: str, choices: Sequence[S]) -> S:
 
 
 def check_device(value: Any, argument: str = "device") -> torch.device:
-    """``torch.device(value)`` with a clear error (an int is a CUDA index, as in torch).
+    """``torch.device(value)`` with a clear error.
 
     Raises:
-        TypeError: not a str, int or ``torch.device``.
-        ValueError: a value torch does not read as a device.
+        TypeError: not a str or ``torch.device``.
+        ValueError: a string torch does not read as a device.
     """
     if isinstance(value, torch.device):
         return value
-    if isinstance(value, bool) or not isinstance(value, str | int):
+    if not isinstance(value, str):
         raise TypeError(
             f"{argument}: expected a torch device such as 'cpu' or 'cuda', got {_describe(value)}"
         )

@@ -9,6 +9,14 @@ from pathlib import Path
 from bufcore.runs.demo import run_demo
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an int >= 1 (argparse turns the ValueError into a usage error)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bufcore`` console script."""
     parser = argparse.ArgumentParser(prog="bufcore", description=__doc__)
@@ -20,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="where to save the checkpoint (default: a temporary directory)",
     )
-    demo.add_argument("--capacity", type=int, default=1000)
+    demo.add_argument("--capacity", type=_positive_int, default=1000, help="rows (default 1000)")
     demo.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.command == "demo":

@@ -47,7 +47,9 @@ class Field:
     def _child(self, value: Any, key: str | int) -> Field:
         return Field(value, f"{self.where}[{key!r}]", part=self.part)
 
-    def _checked(self, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    def validate(self, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``check(value, where, *args, **kwargs)``: a validator of :mod:`bufcore.checks` (or one
+        with the same signature) applied here, its errors raised as :class:`StateError`."""
         try:
             return check(self.value, self.where, *args, **kwargs)
         except (TypeError, ValueError) as err:
@@ -80,11 +82,11 @@ class Field:
     # ---------------------------------------------------------------------- scalars
     def integer(self, *, minimum: int | None = None, maximum: int | None = None) -> int:
         """The value as an int within the bounds."""
-        return self._checked(check_int, minimum=minimum, maximum=maximum)
+        return self.validate(check_int, minimum=minimum, maximum=maximum)
 
     def real(self, *, minimum: float | None = None) -> float:
         """The value as a finite float, at least ``minimum``."""
-        return self._checked(check_real, minimum=minimum)
+        return self.validate(check_real, minimum=minimum)
 
     def text(self) -> str:
         """The value, which must be a str."""

@@ -269,7 +269,7 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
 
     @classmethod
     def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
-        separator = config.optional("nested_key_separator", "-").parse(check_separator)
+        separator = config.optional("nested_key_separator", "-").validate(check_separator)
         rows = opened.rows(separator, 1)
         capacity = config.key("capacity")
         if capacity.integer(minimum=1) != rows.count:
@@ -277,9 +277,7 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
         return {
             "episodes": rows,
             "device": config.optional("device", "cpu").text(),
-            "motion_id_key": config.optional("motion_id_key", "motion_id").parse(
-                lambda v: as_key(v, "motion_id_key")
-            ),
+            "motion_id_key": config.optional("motion_id_key", "motion_id").validate(as_key),
             "nested_key_separator": separator,
             **WindowOptions.saved_kwargs(config, state),
         }

@@ -165,7 +165,7 @@ def _build(base: type[B], opened: OpenedCheckpoint, device: str | torch.device |
     config = Field(opened.config, "config", part="config")
     state = Field(opened.state, "state", part="state")
     kwargs = cls._init_kwargs(opened, config, state)
-    kwargs["seed"] = state.optional("seed", None).parse(check_seed)
+    kwargs["seed"] = state.optional("seed", None).validate(check_seed)
     if device is not None:
         kwargs["device"] = device
     try:

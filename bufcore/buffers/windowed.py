@@ -22,7 +22,7 @@ import torch
 from bufcore.checks import check_int
 from bufcore.errors import KeyPathError
 from bufcore.fields import Field
-from bufcore.sampling.windows import Weighting, check_weighting, window_index
+from bufcore.sampling.windows import WEIGHTINGS, Weighting, check_weighting, window_index
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import Key, KeyPath, as_key_path, format_key_path, unflatten
 
@@ -167,14 +167,10 @@ class WindowOptions:
         default_keys = [key_json(k) for k in DEFAULT_KEYS]
         return {
             "seq_length": config.key("seq_length").integer(minimum=1),
-            "output_key_t": config.optional("output_key_t", default_keys).parse(
-                lambda v: key_list(v, "output_key_t")
-            ),
-            "output_key_tp1": config.optional("output_key_tp1", default_keys).parse(
-                lambda v: key_list(v, "output_key_tp1")
-            ),
-            "end_key": config.optional("end_key", "done").parse(lambda v: as_key(v, "end_key")),
-            "weighting": state.optional("weighting", "trajectory").parse(check_weighting),
+            "output_key_t": config.optional("output_key_t", default_keys).validate(key_list),
+            "output_key_tp1": config.optional("output_key_tp1", default_keys).validate(key_list),
+            "end_key": config.optional("end_key", "done").validate(as_key),
+            "weighting": state.optional("weighting", "trajectory").choice(WEIGHTINGS),
         }
 
 

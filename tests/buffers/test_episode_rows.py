@@ -1,0 +1,69 @@
+"""Expert episodes laid end to end: one spec for all, each copied once, each ending a trajectory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from bufcore.buffers.episode_rows import EpisodeRows
+from bufcore.storage.ring import RingStorage
+
+CPU = torch.device("cpu")
+
+
+def rows(episodes: list[dict[str, Any]]) -> EpisodeRows:
+    return EpisodeRows(
+        episodes, end_path=("done",), motion_path=("motion_id",), checker=RingStorage(1, device=CPU)
+    )
+
+
+def episode(length: int, motion: int, width: int = 2, dtype: Any = np.float32) -> dict[str, Any]:
+    return {
+        "observation": np.full((length, width), motion, dtype=dtype),
+        "motion_id": np.full(length, motion),
+    }
+
+
+def test_episodes_are_laid_end_to_end_each_ending_on_its_last_row() -> None:
+    source = rows([episode(2, 7), episode(3, 8)])
+    storage = RingStorage(source.count, device=CPU)
+    storage.restore(source, cursor=0, is_full=True)
+    assert storage.views[("motion_id",)].tolist() == [7, 7, 8, 8, 8]
+    assert storage.views[("done",)][:, 0].tolist() == [False, True, False, False, True]
+
+
+def test_dtypes_promote_across_episodes_as_concatenation_would() -> None:
+    source = rows([episode(2, 1), episode(2, 2, dtype=np.float64)])
+    assert source.spec[("observation",)].dtype == torch.float64
+
+
+def test_a_trailing_shape_that_differs_names_the_episode_and_key() -> None:
+    with pytest.raises(
+        ValueError, match=r"episodes\[1\]\['observation'\]: expected trailing shape \[2\]"
+    ):
+        rows([episode(2, 1), episode(2, 2, width=3)])
+
+
+def test_end_columns_of_different_shapes_are_refused_naming_the_episode() -> None:
+    first = {**episode(2, 1), "done": np.zeros(2, bool)}
+    second = {**episode(2, 2), "done": np.zeros((2, 1), bool)}
+    with pytest.raises(ValueError, match=r"episodes\[1\]\['done'\]: expected trailing shape \[\]"):
+        rows([first, second])
+
+
+def test_a_leaf_that_cannot_be_stored_names_the_episode_and_key() -> None:
+    bad = {**episode(2, 1), "extra": torch.zeros(2, dtype=torch.complex64)}
+    with pytest.raises(TypeError, match=r"episodes\[0\]\['extra'\]: dtype complex64"):
+        rows([bad])
+
+
+def test_the_callers_end_column_is_not_modified() -> None:
+    done = np.zeros((3, 1), bool)
+    source = rows([{**episode(3, 1), "done": done}])
+    storage = RingStorage(source.count, device=CPU)
+    storage.restore(source, cursor=0, is_full=True)
+    assert not done.any()
+    assert storage.views[("done",)][-1, 0].item() is True

@@ -1,0 +1,154 @@
+"""Which class a checkpoint is (exact __target__ names), and which file a bad field is in."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+import torch
+
+from bufcore import (
+    CorruptCheckpointError,
+    DictBuffer,
+    TrajectoryDictBufferMultiDim,
+    ZBuffer,
+    load_buffer,
+)
+from bufcore.buffers.registry import CheckpointedBuffer
+from bufcore.persist.manifest import manifest_checksum
+
+
+def dict_buffer(path: Path) -> Path:
+    buffer = DictBuffer(capacity=4, seed=1)
+    buffer.extend({"x": np.arange(3, dtype=np.float32)[:, None]})
+    buffer.save(path)
+    return path
+
+
+def online_buffer(path: Path) -> Path:
+    buffer = TrajectoryDictBufferMultiDim(capacity=5, output_key_tp1=[], seed=2)
+    buffer.extend({"observation": np.zeros((4, 2), np.float32), "done": np.zeros((4, 1), bool)})
+    buffer.save(path)
+    return path
+
+
+def rewrite(path: Path, name: str, edit: dict[str, Any]) -> None:
+    """Change fields of a JSON file and re-seal the manifest, as anyone could."""
+    data = json.loads((path / name).read_text())
+    data.update(edit)
+    raw = (json.dumps(data) + "\n").encode()
+    (path / name).write_bytes(raw)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["files"][name] = {"sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}
+    manifest["checksum"] = manifest_checksum(manifest)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("target", "cls"),
+    [
+        ("bufcore.DictBuffer", DictBuffer),
+        ("humanoidverse.agents.buffers.transition.DictBuffer", DictBuffer),
+        ("metamotivo.buffers.buffers.DictBuffer", DictBuffer),
+    ],
+)
+def test_each_listed_target_loads_as_its_class(tmp_path: Path, target: str, cls: type) -> None:
+    path = dict_buffer(tmp_path / "ckpt")
+    rewrite(path, "config.json", {"__target__": target})
+    assert type(load_buffer(path)) is cls
+
+
+@pytest.mark.parametrize(
+    "target", ["my.fork.DictBuffer", "DictBuffer", "bufcore.buffers.transition.DictBuffer"]
+)
+def test_a_module_path_merely_ending_in_a_known_class_name_is_refused(
+    tmp_path: Path, target: str
+) -> None:
+    path = dict_buffer(tmp_path / "ckpt")
+    rewrite(path, "config.json", {"__target__": target})
+    with pytest.raises(ValueError, match=rf"unknown __target__ '{target}'; known targets: "):
+        load_buffer(path)
+
+
+def test_the_z_buffer_target_of_bfm_zero_loads_as_a_z_buffer(tmp_path: Path) -> None:
+    ZBuffer(3, 2).save(tmp_path / "z")
+    target = "humanoidverse.agents.misc.zbuffer.ZBuffer"
+    rewrite(tmp_path / "z", "config.json", {"__target__": target})
+    assert type(load_buffer(tmp_path / "z")) is ZBuffer
+
+
+def test_a_base_class_load_returns_the_subclass_the_checkpoint_holds(tmp_path: Path) -> None:
+    loaded = DictBuffer.load(online_buffer(tmp_path / "online"))
+    assert type(loaded) is TrajectoryDictBufferMultiDim
+
+
+def test_a_subclass_load_refuses_a_checkpoint_of_its_base(tmp_path: Path) -> None:
+    path = dict_buffer(tmp_path / "ckpt")
+    with pytest.raises(ValueError, match=r"holds a DictBuffer .* not a TrajectoryDictBufferMulti"):
+        TrajectoryDictBufferMultiDim.load(path)
+
+
+def test_registering_a_target_twice_is_refused() -> None:
+    with pytest.raises(TypeError, match="registered twice"):
+
+        class Copy(DictBuffer):
+            checkpoint_targets: ClassVar[tuple[str, ...]] = ("bufcore.DictBuffer",)
+
+
+def test_every_buffer_class_is_checkpointed() -> None:
+    from bufcore import TrajectoryDictBuffer
+
+    for cls in (DictBuffer, TrajectoryDictBufferMultiDim, TrajectoryDictBuffer, ZBuffer):
+        assert issubclass(cls, CheckpointedBuffer)
+        assert cls.checkpoint_targets[0] == f"bufcore.{cls.__name__}"
+
+
+@pytest.mark.parametrize(
+    ("name", "edit", "file", "match"),
+    [
+        ("config.json", {"capacity": "4"}, "config.json", r"config\['capacity'\]: expected an"),
+        ("config.json", {"capacity": 0}, "config.json", "capacity: expected an int >= 1"),
+        ("config.json", {"device": "gpu"}, "config.json", "device: expected a torch device"),
+        ("config.json", {"_idx": 9}, "config.json", r"config\['_idx'\]: expected an int in"),
+        ("config.json", {"_is_full": 1}, "config.json", r"config\['_is_full'\]: expected a"),
+        ("config.json", {"_idx": 1}, "config.json", "do not describe 3 stored rows"),
+        ("state.json", {"seed": "x"}, "state.json", r"state\['seed'\]: expected an int"),
+        ("state.json", {"generator": {"state": 1}}, "state.json", "generator: expected"),
+    ],
+)
+def test_a_malformed_field_is_a_corrupt_checkpoint_naming_its_file(
+    tmp_path: Path, name: str, edit: dict[str, Any], file: str, match: str
+) -> None:
+    path = dict_buffer(tmp_path / "ckpt")
+    rewrite(path, name, edit)
+    with pytest.raises(CorruptCheckpointError, match=match) as caught:
+        load_buffer(path)
+    assert caught.value.path == path / file
+
+
+def test_rows_that_differ_from_the_configured_shape_name_the_payload(tmp_path: Path) -> None:
+    ZBuffer(3, 2).save(tmp_path / "z")
+    rewrite(tmp_path / "z", "config.json", {"dim": 5})
+    with pytest.raises(CorruptCheckpointError, match=r"stored leaves \(\['z'\] \[2\]") as caught:
+        load_buffer(tmp_path / "z")
+    assert caught.value.path == tmp_path / "z" / "buffer.hdf5"
+
+
+def test_an_online_checkpoint_whose_end_key_has_no_dataset_names_the_payload(
+    tmp_path: Path,
+) -> None:
+    path = online_buffer(tmp_path / "online")
+    rewrite(path, "config.json", {"end_key": "truncated"})
+    match = r"end_key \['truncated'\] has no dataset"
+    with pytest.raises(CorruptCheckpointError, match=match) as caught:
+        load_buffer(path)
+    assert caught.value.path == path / "buffer.hdf5"
+
+
+def test_load_keeps_the_saved_seed_and_device(tmp_path: Path) -> None:
+    loaded = load_buffer(dict_buffer(tmp_path / "ckpt"))
+    assert (loaded.seed, loaded.device) == (1, torch.device("cpu"))

@@ -1,0 +1,109 @@
+"""Atomic publish: a file or directory appears whole or not at all, and leaves no staging."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bufcore.persist.atomic import publish_directory, publish_file, remove_stale_staging
+
+
+class Refused(Exception):
+    """Raised by a writer halfway."""
+
+
+def write_text(text: str) -> Callable[[Path], None]:
+    def write(staging: Path) -> None:
+        staging.write_text(text)
+
+    return write
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_publish_file_creates_the_file_with_the_umask_mode(tmp_path: Path) -> None:
+    publish_file(tmp_path / "f.txt", write_text("new"))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "f.txt").read_text() == "new"
+    assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+def test_publish_file_replaces_an_existing_file(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("old")
+    publish_file(tmp_path / "f.txt", write_text("new"))
+    assert (tmp_path / "f.txt").read_text() == "new"
+
+
+def test_a_failing_writer_leaves_the_old_file_and_no_staging(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("old")
+
+    def failing(staging: Path) -> None:
+        staging.write_text("half")
+        raise Refused
+
+    with pytest.raises(Refused):
+        publish_file(tmp_path / "f.txt", failing)
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+    assert (tmp_path / "f.txt").read_text() == "old"
+
+
+def test_publish_file_into_a_missing_directory_raises(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        publish_file(tmp_path / "absent" / "f.txt", write_text("x"))
+
+
+def test_publish_directory_swaps_the_new_directory_in_and_removes_the_old(tmp_path: Path) -> None:
+    target = tmp_path / "ckpt"
+    publish_directory(target, lambda d: (d / "a").write_text("1"), replaceable=lambda p: True)
+    publish_directory(target, lambda d: (d / "b").write_text("2"), replaceable=lambda p: True)
+    assert [p.name for p in target.iterdir()] == ["b"]
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
+def test_publish_directory_creates_missing_parents(tmp_path: Path) -> None:
+    target = tmp_path / "run" / "checkpoint" / "buffers" / "train"
+    publish_directory(target, lambda d: (d / "a").write_text("1"), replaceable=lambda p: True)
+    assert (target / "a").read_text() == "1"
+
+
+def test_publish_directory_refuses_what_it_may_not_replace_and_touches_nothing(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep")
+    with pytest.raises(FileExistsError, match="refusing to replace"):
+        publish_directory(target, lambda d: None, replaceable=lambda p: False)
+    assert [p.name for p in target.iterdir()] == ["notes.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]
+
+
+def test_publish_directory_refuses_a_file_at_the_path(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").write_text("a file")
+    with pytest.raises(FileExistsError):
+        publish_directory(tmp_path / "ckpt", lambda d: None, replaceable=lambda p: True)
+
+
+def test_staging_of_dead_writers_is_removed_and_of_live_ones_kept(tmp_path: Path) -> None:
+    dead = tmp_path / f".ckpt.staging-{dead_pid()}-abc"
+    dead.mkdir()
+    dead_file = tmp_path / f".f.txt.staging-{dead_pid()}-abc"
+    dead_file.write_text("x")
+    alive = tmp_path / f".ckpt.staging-{os.getppid()}-abc"
+    alive.mkdir()
+    other = tmp_path / f".other.staging-{dead_pid()}-abc"
+    other.mkdir()
+    remove_stale_staging(tmp_path, "ckpt")
+    remove_stale_staging(tmp_path, "f.txt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])

@@ -1,0 +1,237 @@
+"""The layer rules of DESIGN §1, checked by reading every module's imports and calls.
+
+1. Imports point down the layers only (core -> storage/sampling/curriculum/stats -> persist ->
+   buffers -> distributed/runs -> cli); the packages of one layer never import each other, and
+   the core files import each other only in the order errors, checks, tree, fields, rng.
+2. Only ``bufcore/persist/`` opens files, imports h5py, starts threads or calls
+   ``torch.save``/``torch.load``.
+3. No Streamlit or plotly under ``bufcore/`` (the dashboard's ``pages/`` rule joins this file
+   with the dashboard).
+
+Imports inside functions count as well. The checkers are tested on small snippets first, so a
+rule that silently stopped matching would fail here too.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bufcore
+
+BUFCORE = Path(bufcore.__file__).parent
+ROOT = BUFCORE.parent
+CORE_ORDER = ("errors", "checks", "tree", "fields", "rng")
+LAYERS: tuple[tuple[str, ...], ...] = (
+    CORE_ORDER,
+    ("storage", "sampling", "curriculum", "stats"),
+    ("persist",),
+    ("buffers",),
+    ("distributed", "runs"),
+    ("cli",),
+)
+LAYER_OF = {part: layer for layer, parts in enumerate(LAYERS) for part in parts}
+IO_MODULES = ("h5py", "threading", "concurrent", "mmap")
+IO_FUNCTIONS = {
+    ("open",),
+    ("os", "open"),
+    ("os", "fdopen"),
+    ("io", "open"),
+    ("torch", "save"),
+    ("torch", "load"),
+    ("np", "load"),
+    ("np", "save"),
+    ("np", "fromfile"),
+}
+IO_METHODS = ("read_text", "write_text", "read_bytes", "write_bytes", "open", "tofile")
+UI_MODULES = ("streamlit", "plotly")
+
+
+def modules(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.py"))
+
+
+def dotted(path: Path) -> str:
+    """``bufcore/persist/atomic.py`` -> ``bufcore.persist.atomic``."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(source: str, module: str) -> list[str]:
+    """Every module ``source`` imports (at any depth), relative imports resolved."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".")[: -node.level]
+                base = ".".join([*package, base] if base else package)
+            if base == "bufcore":  # from bufcore import X: name what is taken from it
+                names.extend(f"bufcore.{alias.name}" for alias in node.names)
+            else:
+                names.append(base)
+    return names
+
+
+def part_of(module: str) -> str | None:
+    """The layer part of a bufcore module (``bufcore.persist.atomic`` -> ``persist``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "bufcore" else None
+
+
+def layer_violations(source: str, module: str) -> list[str]:
+    """Imports of ``module`` (a dotted bufcore module) that break rule 1."""
+    here = part_of(module)
+    if here is None:  # bufcore/__init__.py: the public surface imports from every layer
+        return []
+    found = []
+    for name in imported(source, module):
+        if name.split(".")[0] != "bufcore":
+            continue
+        there = part_of(name)
+        if there is None or there not in LAYER_OF:
+            if here != "cli":  # the command may use the public surface
+                found.append(f"{module} imports {name}, which is not a layer of DESIGN §1")
+            continue
+        if there == here:
+            continue
+        if here in CORE_ORDER and there in CORE_ORDER:
+            if CORE_ORDER.index(there) > CORE_ORDER.index(here):
+                found.append(f"core {module} imports {name}, later in {CORE_ORDER}")
+        elif LAYER_OF[there] >= LAYER_OF[here]:
+            found.append(
+                f"{module} (layer {LAYER_OF[here]}) imports {name} (layer {LAYER_OF[there]})"
+            )
+    return found
+
+
+def io_violations(source: str, module: str) -> list[str]:
+    """File I/O, h5py or threads in ``module`` (rule 2)."""
+    found = [
+        f"{module} imports {name}"
+        for name in imported(source, module)
+        if name.split(".")[0] in IO_MODULES
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func
+        if isinstance(function, ast.Name) and (function.id,) in IO_FUNCTIONS:
+            found.append(f"{module} calls {function.id}() on line {node.lineno}")
+        elif isinstance(function, ast.Attribute):
+            owner = function.value.id if isinstance(function.value, ast.Name) else None
+            if (owner, function.attr) in IO_FUNCTIONS or function.attr in IO_METHODS:
+                found.append(f"{module} calls .{function.attr}() on line {node.lineno}")
+    return found
+
+
+def ui_violations(source: str, module: str) -> list[str]:
+    """Streamlit or plotly imported under ``bufcore/`` (rule 3)."""
+    return [
+        f"{module} imports {name}"
+        for name in imported(source, module)
+        if name.split(".")[0] in UI_MODULES
+    ]
+
+
+# ------------------------------------------------------------------ the checkers themselves
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("bufcore.storage.ring", "from bufcore.persist.atomic import publish_file"),
+        ("bufcore.storage.ring", "import bufcore.sampling.windows"),
+        ("bufcore.persist.hdf5", "def f():\n    from bufcore.buffers import registry"),
+        ("bufcore.checks", "from bufcore.tree import KeyPath"),
+        ("bufcore.buffers.expert", "from bufcore import DictBuffer"),
+        ("bufcore.sampling.windows", "from ..storage import ring"),
+    ],
+)
+def test_the_layer_check_flags_an_import_that_points_up_or_sideways(
+    module: str, source: str
+) -> None:
+    assert len(layer_violations(source, module)) == 1
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("bufcore.buffers.expert", "from bufcore.persist.checkpoint import OpenedCheckpoint"),
+        ("bufcore.persist.hdf5", "from bufcore.persist.stream import SlotRing"),
+        ("bufcore.fields", "from bufcore.checks import check_int"),
+        ("bufcore.cli", "from bufcore.runs.demo import run_demo"),
+        ("bufcore.sampling.boundaries", "from .windows import TrajectoryTable"),
+    ],
+)
+def test_the_layer_check_accepts_an_import_that_points_down(module: str, source: str) -> None:
+    assert layer_violations(source, module) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import h5py",
+        "import threading",
+        "with open(p) as f:\n    pass",
+        "import os\nos.open(p, 0)",
+        "path.write_text('x')",
+        "import torch\ntorch.save(x, f)",
+        "def f():\n    from concurrent.futures import ThreadPoolExecutor",
+    ],
+)
+def test_the_io_check_flags_file_access(source: str) -> None:
+    assert len(io_violations(source, "bufcore.buffers.x")) == 1
+
+
+def test_the_io_check_accepts_code_without_file_access() -> None:
+    assert io_violations("import torch\nx = torch.zeros(3)\npath.exists()", "bufcore.x") == []
+
+
+@pytest.mark.parametrize("source", ["import streamlit as st", "from plotly import graph_objects"])
+def test_the_ui_check_flags_streamlit_and_plotly(source: str) -> None:
+    assert len(ui_violations(source, "bufcore.x")) == 1
+
+
+# ------------------------------------------------------------------------- the rules
+BUFCORE_MODULES = modules(BUFCORE)
+
+
+def module_id(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("path", BUFCORE_MODULES, ids=module_id)
+def test_every_import_points_down_the_layers(path: Path) -> None:
+    assert layer_violations(path.read_text(encoding="utf-8"), dotted(path)) == []
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in BUFCORE_MODULES if "persist" not in p.parts], ids=module_id
+)
+def test_only_persist_touches_files_or_starts_threads(path: Path) -> None:
+    assert io_violations(path.read_text(encoding="utf-8"), dotted(path)) == []
+
+
+@pytest.mark.parametrize("path", BUFCORE_MODULES, ids=module_id)
+def test_no_library_module_imports_streamlit_or_plotly(path: Path) -> None:
+    assert ui_violations(path.read_text(encoding="utf-8"), dotted(path)) == []
+
+
+@pytest.mark.parametrize("path", BUFCORE_MODULES, ids=module_id)
+def test_every_module_opens_with_a_docstring_naming_its_job(path: Path) -> None:
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    assert docstring, f"{module_id(path)} has no opening docstring"
+
+
+def test_importing_bufcore_leaves_pot_unimported() -> None:
+    # A fresh interpreter: this process imported POT already (the EMD tests).
+    code = "import sys, bufcore; print('ot' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert result.stdout.strip() == "False"

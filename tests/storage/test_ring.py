@@ -1,0 +1,227 @@
+"""RingStorage: the packed ring of rows, its cursor arithmetic, validation, gathers and restore."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import torch
+
+from bufcore.storage.ring import RingStorage, RowSource
+from bufcore.tree import KeyPath, LeafSpec, Spec
+
+CPU = torch.device("cpu")
+
+
+def batch(first: int, n: int) -> dict[str, object]:
+    """Rows numbered ``first .. first + n - 1`` in every leaf (two dtypes, a nested key)."""
+    ids = np.arange(first, first + n)
+    return {
+        "obs": {"x": np.stack([ids, -ids], 1).astype(np.float32)},
+        "step": ids.astype(np.int64),
+        "done": (ids % 2 == 0)[:, None],
+    }
+
+
+def written(storage: RingStorage, first: int, n: int) -> RingStorage:
+    storage.write(storage.validate(batch(first, n)))
+    return storage
+
+
+def step_column(storage: RingStorage) -> list[int]:
+    return storage.views[("step",)].tolist()
+
+
+@dataclass
+class Rows:
+    """A RowSource over given leaves (``[count, ...]`` tensors)."""
+
+    leaves: dict[KeyPath, torch.Tensor]
+    env_count: int | None = None
+    reads: list[dict[KeyPath, torch.Tensor]] = field(default_factory=list)
+
+    @property
+    def spec(self) -> Spec:
+        return {p: LeafSpec(tuple(t.shape[1:]), t.dtype) for p, t in self.leaves.items()}
+
+    @property
+    def count(self) -> int:
+        return int(next(iter(self.leaves.values())).shape[0]) if self.leaves else 0
+
+    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
+        self.reads.append(dests)
+        for path, dest in dests.items():
+            dest.copy_(self.leaves[path])
+
+
+# ------------------------------------------------------------------------ cursor arithmetic
+@pytest.mark.parametrize("capacity", [1, 2, 7])
+def test_the_cursor_advances_by_each_batch_modulo_the_capacity(capacity: int) -> None:
+    storage = RingStorage(capacity, device=CPU)
+    total = 0
+    for n in (1, 2, 3, 5):
+        written(storage, total, n)
+        total += n
+        assert storage.cursor == total % capacity
+        assert storage.is_full == (total >= capacity)
+        assert len(storage) == min(total, capacity)
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 7])
+def test_a_batch_larger_than_the_capacity_keeps_its_last_rows_at_their_ring_positions(
+    capacity: int,
+) -> None:
+    storage = written(RingStorage(capacity, device=CPU), 0, 3 * capacity + 1)
+    expected = {t % capacity: t for t in range(2 * capacity + 1, 3 * capacity + 1)}
+    assert step_column(storage) == [expected[r] for r in range(capacity)]
+
+
+def test_a_write_that_wraps_splits_across_the_end_of_the_ring() -> None:
+    storage = written(written(RingStorage(5, device=CPU), 0, 4), 4, 3)
+    assert step_column(storage) == [5, 6, 2, 3, 4]
+    assert storage.chronological_time_index().tolist() == [2, 3, 4, 0, 1]
+
+
+def test_an_empty_batch_changes_nothing() -> None:
+    storage = written(RingStorage(4, device=CPU), 0, 2)
+    storage.write(storage.validate({"obs": {"x": np.zeros((0, 2), np.float32)},
+                                    "step": np.zeros(0, np.int64),
+                                    "done": np.zeros((0, 1), bool)}))
+    assert (storage.cursor, len(storage), step_column(storage)[:2]) == (2, 2, [0, 1])
+
+
+# ------------------------------------------------------------------------------- layout
+def test_every_leaf_is_a_typed_view_of_one_packed_byte_matrix() -> None:
+    storage = written(RingStorage(3, device=CPU), 7, 3)
+    views = storage.views
+    bases = {view.untyped_storage().data_ptr() for view in views.values()}
+    assert len(bases) == 1
+    assert views[("obs", "x")].dtype == torch.float32
+    assert views[("step",)].dtype == torch.int64
+    assert views[("obs", "x")][:, 0].tolist() == [7.0, 8.0, 9.0]
+
+
+def test_gather_returns_contiguous_copies_shaped_like_the_index() -> None:
+    storage = written(RingStorage(6, device=CPU), 0, 6)
+    out = storage.gather(torch.tensor([[5, 0], [2, 2]]))
+    assert out[("step",)].tolist() == [[5, 0], [2, 2]]
+    assert out[("obs", "x")].shape == (2, 2, 2)
+    assert all(t.is_contiguous() for t in out.values())
+    out[("step",)][0, 0] = -1
+    assert step_column(storage)[5] == 5
+
+
+def test_gather_reads_only_the_requested_leaves_in_their_order() -> None:
+    storage = written(RingStorage(4, device=CPU), 0, 4)
+    out = storage.gather(torch.tensor([1]), [("done",), ("step",)])
+    assert list(out) == [("done",), ("step",)]
+
+
+def test_gather_before_any_write_raises() -> None:
+    with pytest.raises(ValueError, match="nothing was written"):
+        RingStorage(2, device=CPU).gather(torch.tensor([0]))
+
+
+def test_time_and_env_rows_flatten_time_major() -> None:
+    storage = RingStorage(3, device=CPU, batch_dims=2)
+    ids = torch.arange(12).reshape(2, 6)[:, :3]
+    storage.write(storage.validate({"x": ids}))
+    assert storage.envs == 3
+    assert storage.flat_index(torch.tensor([1])).tolist() == [[3, 4, 5]]
+    assert storage.gather(storage.flat_index(torch.tensor([1])))[("x",)].tolist() == [[6, 7, 8]]
+
+
+# --------------------------------------------------------------------------- validation
+@pytest.mark.parametrize(
+    ("data", "error", "match"),
+    [
+        ({"obs": {"x": np.zeros((2, 3), np.float32)}, "step": np.zeros(2, np.int64),
+          "done": np.zeros((2, 1), bool)}, ValueError, r"data\['obs'\]\['x'\]: expected shape"),
+        ({"step": np.zeros(2, np.int64), "done": np.zeros((2, 1), bool)}, ValueError,
+         r"missing keys \['obs'\]\['x'\]"),
+        ({**batch(0, 2), "extra": np.zeros(2)}, ValueError, r"unexpected keys \['extra'\]"),
+        ({**batch(0, 2), "step": np.zeros(2, np.float64)}, TypeError, "cannot be cast safely"),
+        ({**batch(0, 2), "step": np.zeros(3, np.int64)}, ValueError, "same batch size"),
+    ],
+)
+def test_validate_refuses_a_batch_that_differs_from_the_spec_and_changes_nothing(
+    data: dict[str, object], error: type[Exception], match: str
+) -> None:
+    storage = written(RingStorage(4, device=CPU), 0, 3)
+    before = (storage.cursor, step_column(storage))
+    with pytest.raises(error, match=match):
+        storage.validate(data)
+    assert (storage.cursor, step_column(storage)) == before
+
+
+def test_a_complex_leaf_cannot_be_stored() -> None:
+    with pytest.raises(TypeError, match=r"data\['z'\]: dtype complex64 cannot be stored"):
+        RingStorage(2, device=CPU).validate({"z": torch.zeros(2, dtype=torch.complex64)})
+
+
+def test_a_time_env_batch_with_another_env_count_is_refused() -> None:
+    storage = RingStorage(3, device=CPU, batch_dims=2)
+    storage.write(storage.validate({"x": torch.zeros(1, 4)}))
+    with pytest.raises(ValueError, match=r"expected 4 envs \(axis 1\), got 2"):
+        storage.validate({"x": torch.zeros(1, 2)})
+
+
+@pytest.mark.parametrize(
+    ("capacity", "batch_dims", "error"),
+    [(0, 1, ValueError), (1.5, 1, TypeError), (True, 1, TypeError), (4, 3, ValueError)],
+)
+def test_construction_refuses_bad_sizes(capacity: object, batch_dims: int, error: type) -> None:
+    with pytest.raises(error):
+        RingStorage(capacity, device=CPU, batch_dims=batch_dims)  # type: ignore[arg-type]
+
+
+def test_allocating_twice_is_refused() -> None:
+    storage = written(RingStorage(2, device=CPU), 0, 1)
+    with pytest.raises(ValueError, match="allocated already"):
+        storage.allocate({("y",): LeafSpec((), torch.float32)}, None)
+
+
+# ------------------------------------------------------------------------- saving, restoring
+def test_rows_are_live_views_of_the_filled_rows_in_physical_order() -> None:
+    storage = written(written(RingStorage(4, device=CPU), 0, 4), 4, 1)
+    rows = storage.rows()
+    assert rows[("step",)].tolist() == [4, 1, 2, 3]
+    assert rows[("step",)].data_ptr() == storage.views[("step",)].data_ptr()
+
+
+def test_restore_fills_a_fresh_storage_from_its_source_once() -> None:
+    source = Rows({("a",): torch.arange(3.0)[:, None], ("b",): torch.tensor([1, 2, 3])})
+    storage = RingStorage(5, device=CPU)
+    storage.restore(source, cursor=3, is_full=False)
+    assert isinstance(source, RowSource)
+    assert len(source.reads) == 1
+    assert storage.spec == source.spec
+    assert storage.views[("b",)].tolist()[:3] == [1, 2, 3]
+    assert (storage.cursor, len(storage)) == (3, 3)
+
+
+def test_restore_into_an_allocated_storage_fills_it_in_place() -> None:
+    storage = RingStorage(2, device=CPU)
+    storage.allocate({("z",): LeafSpec((2,), torch.float32)}, None)
+    view = storage.views[("z",)]
+    storage.restore(Rows({("z",): torch.ones(2, 2)}), cursor=0, is_full=True)
+    assert storage.views[("z",)] is view
+    assert view.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_restore_refuses_rows_whose_spec_differs_from_the_allocated_one() -> None:
+    storage = RingStorage(2, device=CPU)
+    storage.allocate({("z",): LeafSpec((2,), torch.float32)}, None)
+    with pytest.raises(ValueError, match=r"stored leaves \(\['z'\] \[3\] float32\) differ"):
+        storage.restore(Rows({("z",): torch.ones(2, 3)}), cursor=0, is_full=True)
+
+
+@pytest.mark.parametrize(("cursor", "is_full"), [(2, False), (0, False), (5, True), (1, True)])
+def test_restore_refuses_a_position_that_does_not_describe_the_rows(
+    cursor: int, is_full: bool
+) -> None:
+    storage = RingStorage(5, device=CPU)
+    with pytest.raises(ValueError, match="do not describe 3 stored rows"):
+        storage.restore(Rows({("a",): torch.zeros(3)}), cursor=cursor, is_full=is_full)
+    assert storage.spec is None

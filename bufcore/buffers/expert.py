@@ -154,12 +154,6 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
         """Stored rows (all episodes)."""
         return self._storage.capacity
 
-    def __len__(self) -> int:
-        return self.capacity
-
-    def empty(self) -> bool:
-        return len(self) == 0
-
     @property
     def storage(self) -> dict[str, Any]:
         """Live nested views ``[capacity, ...]`` of the rows (read only)."""

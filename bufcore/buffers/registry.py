@@ -1,4 +1,4 @@
-"""Saving and loading shared by every buffer class, and the table of checkpoint targets.
+"""What every buffer class shares: its ring position, saving and loading, and the targets.
 
 Every buffer class derives from :class:`CheckpointedBuffer` and lists the ``__target__`` names it
 loads from (``checkpoint_targets``; the first is the one it writes). The table is exactly those
@@ -40,7 +40,7 @@ _TARGETS: dict[str, type[CheckpointedBuffer]] = {}
 
 
 class CheckpointedBuffer(ABC):
-    """Base of every buffer class: ``save``, ``load`` and the hooks they call.
+    """Base of every buffer class: its ring position, ``save``, ``load`` and their hooks.
 
     Subclasses set ``checkpoint_targets`` and own ``_storage``, ``_generator``, ``seed`` and
     ``nested_key_separator``; they override ``_config``, ``_init_kwargs`` and, for state beyond
@@ -59,6 +59,25 @@ class CheckpointedBuffer(ABC):
             if name in _TARGETS:
                 raise TypeError(f"__target__ {name!r} is registered twice")
             _TARGETS[name] = cls
+
+    # ----------------------------------------------------------- ring position
+    def __len__(self) -> int:
+        """Time rows held (``capacity`` once full)."""
+        return len(self._storage)
+
+    def empty(self) -> bool:
+        """Whether nothing was written yet."""
+        return len(self) == 0
+
+    @property
+    def cursor(self) -> int:
+        """Row the next write starts at (config.json's ``_idx``)."""
+        return self._storage.cursor
+
+    @property
+    def is_full(self) -> bool:
+        """Whether a write has reached the last row (config.json's ``_is_full``)."""
+        return self._storage.is_full
 
     # ------------------------------------------------------------------ hooks
     @abstractmethod

@@ -71,25 +71,9 @@ class DictBuffer(CheckpointedBuffer):
         return 1
 
     # ------------------------------------------------------------------ state
-    def __len__(self) -> int:
-        return len(self._storage)
-
     def size(self) -> int:
         """Rows held (``len(self)``)."""
         return len(self)
-
-    def empty(self) -> bool:
-        return len(self) == 0
-
-    @property
-    def cursor(self) -> int:
-        """Row the next write starts at (config.json's ``_idx``)."""
-        return self._storage.cursor
-
-    @property
-    def is_full(self) -> bool:
-        """Whether a write has reached the last row (config.json's ``_is_full``)."""
-        return self._storage.is_full
 
     @property
     def storage(self) -> dict[str, Any] | None:

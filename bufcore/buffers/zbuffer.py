@@ -62,20 +62,6 @@ class ZBuffer(CheckpointedBuffer):
         self._storage = RingStorage(self.capacity, device=self.device)
         self._storage.allocate({_Z: LeafSpec((self.dim,), dtype)}, None)
 
-    def __len__(self) -> int:
-        return len(self._storage)
-
-    def empty(self) -> bool:
-        return len(self) == 0
-
-    @property
-    def cursor(self) -> int:
-        return self._storage.cursor
-
-    @property
-    def is_full(self) -> bool:
-        return self._storage.is_full
-
     def __repr__(self) -> str:
         return (
             f"ZBuffer(capacity={self.capacity}, dim={self.dim}, len={len(self)}, "

@@ -7,10 +7,10 @@ needs, is imported on the first ``emd`` call, not here.
 
 from __future__ import annotations
 
+from bufcore.buffers.base import load_buffer
 from bufcore.buffers.expert import TrajectoryDictBuffer
 from bufcore.buffers.motions import load_expert_trajectories
 from bufcore.buffers.online import TrajectoryDictBufferMultiDim
-from bufcore.buffers.registry import load_buffer
 from bufcore.buffers.transition import DictBuffer
 from bufcore.buffers.zbuffer import ZBuffer
 from bufcore.curriculum.curriculum import Curriculum

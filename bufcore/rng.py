@@ -40,12 +40,19 @@ def generator_state(generator: torch.Generator) -> dict[str, Any]:
     return {"device_type": generator.device.type, "state": base64.b64encode(raw).decode("ascii")}
 
 
-def restore_generator(generator: torch.Generator, state: dict[str, Any]) -> None:
+def restore_generator(
+    generator: torch.Generator, state: dict[str, Any], *, where: str = "state['generator']"
+) -> None:
     """Continue the saved stream on ``generator``.
 
     A state saved on another device type (the CPU's Mersenne Twister versus CUDA's Philox)
     cannot be set; the generator is then seeded from a hash of that state, which keeps loads
     deterministic but starts a different stream.
+
+    Args:
+        generator: The generator to set.
+        state: What :func:`generator_state` returned.
+        where: How error messages name the state.
 
     Raises:
         StateError: the state is malformed (part ``"state"``).
@@ -55,14 +62,14 @@ def restore_generator(generator: torch.Generator, state: dict[str, Any]) -> None
         raw = base64.b64decode(str(state["state"]), validate=True)
     except (KeyError, TypeError, ValueError) as err:
         raise StateError(
-            "state", f"generator: expected device_type and base64 state, got {state!r:.80}"
+            "state", f"{where}: expected device_type and base64 state, got {state!r:.80}"
         ) from err
     if device_type == generator.device.type:
         try:
             generator.set_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
         except RuntimeError as err:
             raise StateError(
-                "state", f"generator: not a valid {device_type} state ({err})"
+                "state", f"{where}: not a valid {device_type} state ({err})"
             ) from err
     else:
         generator.manual_seed(int.from_bytes(hashlib.sha256(raw).digest()[:8], "little"))

@@ -10,7 +10,7 @@ shape after the batch axes) and the dtype; the first non-empty write fixes it.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -33,6 +33,32 @@ def as_key_path(key: Any, *, argument: str = "key") -> KeyPath:
     if isinstance(key, tuple) and key and all(isinstance(part, str) for part in key):
         return key
     raise TypeError(f"{argument}: expected a str or a non-empty tuple of str, got {key!r}")
+
+
+def as_key(value: Any, argument: str) -> Key:
+    """A key from a str, tuple or (JSON) list: a str for one part, else a tuple key path.
+
+    Raises:
+        TypeError: not a non-empty str or sequence of str.
+    """
+    path = as_key_path(tuple(value) if isinstance(value, list) else value, argument=argument)
+    return path[0] if len(path) == 1 else path
+
+
+def key_list(value: Any, argument: str) -> list[Key]:
+    """A list of keys (see :func:`as_key`).
+
+    Raises:
+        TypeError: not a list or tuple of keys.
+    """
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise TypeError(f"{argument}: expected a list of keys (str or tuple), got {value!r}")
+    return [as_key(item, argument) for item in value]
+
+
+def key_json(key: Key) -> str | list[str]:
+    """A key as JSON stores it (tuples as lists)."""
+    return key if isinstance(key, str) else list(key)
 
 
 def format_key_path(path: KeyPath) -> str:

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from bufcore.storage.ring import RingStorage
+from bufcore.buffers.windowed import check_end_leaf
+from bufcore.storage.ring import leaf_tensor
 from bufcore.tree import KeyPath, LeafSpec, Spec, flatten, format_key_path
 
 
@@ -28,13 +29,14 @@ class EpisodeRows:
         end_path: Key path of the end flags (``[T]`` or ``[T, 1]``); an episode without it gets
             a bool ``[T, 1]`` column.
         motion_path: Key path every episode must hold.
-        checker: Checks each leaf as the storage would (numeric, storable, has a time axis).
+        names: How error messages name each episode (default ``episodes[i]``), e.g. the file
+            and group it was read from.
 
     Raises:
+        TypeError: ``episodes`` is not a sequence of mappings, or a leaf cannot be stored.
         ValueError: no episodes, an empty episode, leaves of one episode with different
             lengths, a missing motion id, a malformed end column, episodes whose keys or
             trailing shapes differ (naming the episode and key).
-        TypeError: a leaf that cannot be stored.
     """
 
     env_count = None
@@ -45,68 +47,68 @@ class EpisodeRows:
         *,
         end_path: KeyPath,
         motion_path: KeyPath,
-        checker: RingStorage,
+        names: Sequence[str] | None = None,
     ) -> None:
-        if isinstance(episodes, Mapping) or not isinstance(episodes, Sequence) or not episodes:
+        if isinstance(episodes, Mapping | str) or not isinstance(episodes, Sequence):
+            raise TypeError(
+                f"episodes: expected a list of episode dicts, got {type(episodes).__name__}"
+            )
+        if not episodes:
             raise ValueError("episodes: expected a non-empty list of episode dicts")
+        self._names = [f"episodes[{i}]" for i in range(len(episodes))] if names is None else names
+        self._end_path = end_path
         self._episodes: list[dict[KeyPath, torch.Tensor]] = []
         self._lengths: list[int] = []
-        for i, episode in enumerate(episodes):
-            leaves, length = self._episode(i, episode, end_path, motion_path, checker)
+        for name, episode in zip(self._names, episodes, strict=True):
+            leaves, length = self._episode(name, episode, motion_path)
             self._episodes.append(leaves)
             self._lengths.append(length)
-        self._end_path = end_path
         self.spec = self._common_spec()
         self.count = sum(self._lengths)
 
-    @staticmethod
     def _episode(
-        i: int,
-        episode: Mapping[str, Any],
-        end_path: KeyPath,
-        motion_path: KeyPath,
-        checker: RingStorage,
+        self, name: str, episode: Mapping[str, Any], motion_path: KeyPath
     ) -> tuple[dict[KeyPath, torch.Tensor], int]:
-        argument = f"episodes[{i}]"
-        flat = flatten(episode, argument=argument)
+        flat = flatten(episode, argument=name)
         leaves = {
-            path: checker.check_leaf(value, path, where=f"{argument}{format_key_path(path)}")
+            path: leaf_tensor(value, 1, where=f"{name}{format_key_path(path)}")
             for path, value in flat.items()
         }
         lengths = {int(t.shape[0]) for t in leaves.values()}
         if len(lengths) != 1 or 0 in lengths:
             raise ValueError(
-                f"{argument}: every leaf needs the same non-zero number of rows (axis 0), "
+                f"{name}: every leaf needs the same non-zero number of rows (axis 0), "
                 f"got {sorted(lengths)}"
             )
         length = lengths.pop()
         if motion_path not in leaves:
-            raise ValueError(f"{argument}: motion_id_key {format_key_path(motion_path)} is missing")
-        end = leaves.get(end_path)
+            raise ValueError(f"{name}: motion_id_key {format_key_path(motion_path)} is missing")
+        end = leaves.get(self._end_path)
         if end is None:
-            leaves[end_path] = torch.zeros((length, 1), dtype=torch.bool)
-        elif tuple(end.shape[1:]) not in ((), (1,)):
-            raise ValueError(
-                f"{argument}{format_key_path(end_path)}: expected end flags [n] or [n, 1], "
-                f"got shape {list(end.shape)}"
-            )
+            leaves[self._end_path] = torch.zeros((length, 1), dtype=torch.bool)
+        else:
+            check_end_leaf(end.shape, 1, f"{name}{format_key_path(self._end_path)}")
         return leaves, length
 
     def _common_spec(self) -> Spec:
         first = self._episodes[0]
         spec = {path: LeafSpec(tuple(t.shape[1:]), t.dtype) for path, t in first.items()}
-        for i, leaves in enumerate(self._episodes[1:], start=1):
-            if set(leaves) != set(spec):
+        for name, leaves in zip(self._names[1:], self._episodes[1:], strict=True):
+            lacking = [format_key_path(p) for p in spec if p not in leaves]
+            extra = [format_key_path(p) for p in leaves if p not in spec]
+            if lacking or extra:
+                parts = [f"lacks {', '.join(lacking)}"] if lacking else []
+                parts += [f"has extra {', '.join(extra)}"] if extra else []
                 raise ValueError(
-                    f"episodes[{i}]: keys {sorted(map(format_key_path, leaves))} differ from "
-                    f"episodes[0]'s {sorted(map(format_key_path, spec))}"
+                    f"{name}: keys differ from {self._names[0]}'s ({' and '.join(parts)}); "
+                    "every episode must have the same keys"
                 )
             for path, tensor in leaves.items():
                 leaf = spec[path]
                 if tuple(tensor.shape[1:]) != leaf.shape:
                     raise ValueError(
-                        f"episodes[{i}]{format_key_path(path)}: expected trailing shape "
-                        f"{list(leaf.shape)} as in episodes[0], got {list(tensor.shape[1:])}"
+                        f"{name}{format_key_path(path)}: expected trailing shape "
+                        f"{list(leaf.shape)} as in {self._names[0]}, got {list(tensor.shape[1:])}"
                     )
                 spec[path] = LeafSpec(leaf.shape, torch.promote_types(leaf.dtype, tensor.dtype))
         return spec

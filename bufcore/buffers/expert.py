@@ -22,15 +22,15 @@ from typing import Any, ClassVar
 
 import torch
 
+from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.buffers.episode_rows import EpisodeRows
-from bufcore.buffers.registry import CheckpointedBuffer
 from bufcore.buffers.windowed import (
+    DEFAULT_END_KEY,
     DEFAULT_KEYS,
     WindowedBuffer,
     WindowOptions,
-    as_key,
+    check_end_leaf,
     gather_windows,
-    key_json,
 )
 from bufcore.checks import check_device, check_seed, check_separator
 from bufcore.fields import Field
@@ -39,7 +39,7 @@ from bufcore.rng import make_generator
 from bufcore.sampling.boundaries import find_start_stop_traj
 from bufcore.sampling.windows import TrajectoryTable, Weighting, draw_from_table
 from bufcore.storage.ring import RingStorage, RowSource
-from bufcore.tree import Key, as_key_path, format_key_path, to_tensor, unflatten
+from bufcore.tree import Key, as_key, as_key_path, format_key_path, key_json, to_tensor, unflatten
 
 
 class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
@@ -96,7 +96,7 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
         seq_length: int = 1,
         output_key_t: Sequence[Key] = DEFAULT_KEYS,
         output_key_tp1: Sequence[Key] = DEFAULT_KEYS,
-        end_key: Key = "done",
+        end_key: Key = DEFAULT_END_KEY,
         motion_id_key: Key = "motion_id",
         nested_key_separator: str = "-",
         weighting: Weighting = "trajectory",
@@ -109,28 +109,25 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
         self.seed = check_seed(seed)
         self._generator = make_generator(self.device, self.seed)
         end_path, motion_path = self._window.end_path, as_key_path(self.motion_id_key)
-        rows = (
+        source = (
             episodes
             if isinstance(episodes, RowSource)
-            else EpisodeRows(
-                episodes,
-                end_path=end_path,
-                motion_path=motion_path,
-                checker=RingStorage(1, device=self.device),
-            )
+            else EpisodeRows(episodes, end_path=end_path, motion_path=motion_path)
         )
-        missing = [format_key_path(p) for p in (end_path, motion_path) if p not in rows.spec]
+        missing = [format_key_path(p) for p in (end_path, motion_path) if p not in source.spec]
         if missing:
             raise ValueError(
-                f"episodes: an expert buffer needs the end and motion id leaves; missing "
+                f"episodes: an expert buffer needs the end and motion id leaves; the rows lack "
                 f"{', '.join(missing)}"
             )
-        self._storage = RingStorage(rows.count, device=self.device)
+        where = f"episodes{format_key_path(end_path)}"
+        check_end_leaf((source.count, *source.spec[end_path].shape), 1, where)
+        self._window.output_paths(source.spec)
+        self._storage = RingStorage(source.count, device=self.device)
         with torch.no_grad():
-            self._storage.restore(rows, cursor=0, is_full=True)
-        self._window.output_paths(self._storage.views)
-        end = self._storage.views[end_path].reshape(rows.count, -1)
-        end[-1] = True  # the last episode ends on the last row, also for given rows
+            self._storage.restore(source, cursor=0, is_full=True)
+        end = self._storage.views[end_path].reshape(source.count, -1)
+        end[-1] = True  # the last episode ends on the last row, whatever the source
         self._index(end[:, 0])
 
     def _index(self, end: torch.Tensor) -> None:
@@ -233,16 +230,24 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
         last.scatter_reduce_(0, index.long(), order, reduce="amax")
         keep = last[index.long()] == order
         updated[index[keep].long()] = values[keep]
-        total = updated.sum()
-        if float(total) <= 0:
-            raise ValueError("priorities: the update would make every priority zero")
-        eligible = self.lengths >= self.seq_length + self._window.offset
-        if bool(eligible.any()) and float(updated[eligible].sum()) <= 0:
+        self._check_mass(updated, "priorities: the update would")
+        self.priorities = (updated / updated.sum()).to(torch.float32)
+
+    def _check_mass(self, priorities: torch.Tensor, would: str) -> None:
+        """Refuse priorities that leave nothing to sample.
+
+        Raises:
+            ValueError: all zero, or zero on every trajectory long enough for the default window.
+        """
+        if float(priorities.sum()) <= 0:
+            raise ValueError(f"{would} make every priority zero")
+        need = self.seq_length + self._window.offset
+        eligible = self.lengths >= need
+        if bool(eligible.any()) and float(priorities[eligible].sum()) <= 0:
             raise ValueError(
-                f"priorities: the update would give zero mass to every trajectory with length "
-                f">= {self.seq_length + self._window.offset}, so none could be sampled"
+                f"{would} give zero mass to every trajectory with length >= {need}, so none "
+                "could be sampled"
             )
-        self.priorities = (updated / total).to(torch.float32)
 
     # ------------------------------------------------------------ persistence
     def _config(self) -> dict[str, Any]:
@@ -264,12 +269,14 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
     @classmethod
     def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
         separator = config.optional("nested_key_separator", "-").validate(check_separator)
-        rows = opened.rows(separator, 1)
+        source = opened.row_source(separator, 1)
         capacity = config.key("capacity")
-        if capacity.integer(minimum=1) != rows.count:
-            raise capacity.error(f"says {capacity.value} rows, but buffer.hdf5 holds {rows.count}")
+        if capacity.integer(minimum=1) != source.count:
+            raise capacity.error(
+                f"says {capacity.value} rows, but buffer.hdf5 holds {source.count}"
+            )
         return {
-            "episodes": rows,
+            "episodes": source,
             "device": config.optional("device", "cpu").text(),
             "motion_id_key": config.optional("motion_id_key", "motion_id").validate(as_key),
             "nested_key_separator": separator,
@@ -277,18 +284,27 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
         }
 
     def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
-        """The rows came in through the constructor; priorities and motion ids follow."""
+        """The rows came in through the constructor; the saved priorities follow.
+
+        The saved motion ids must be the ones the rows hold (they are derived from them).
+        """
         saved = state.optional("priorities", None)
         if saved.value is None:
             return
         count = len(self.lengths)
-        values = saved.items()
-        ids = state.optional("motion_ids", None).items()
-        if len(values) != count or len(ids) != count:
-            raise saved.error(
-                f"expected {count} priorities and motion ids, one per trajectory, got "
-                f"{len(values)} and {len(ids)}"
+        values = [value.real(minimum=0.0) for value in saved.items()]
+        if len(values) != count:
+            raise saved.error(f"expected {count} priorities, one per trajectory, got {len(values)}")
+        ids_field = state.optional("motion_ids", None)
+        ids = [motion.integer() for motion in ids_field.items()]
+        if ids != self.motion_ids:
+            raise ids_field.error(
+                f"expected the motion ids the rows hold ({len(self.motion_ids)} trajectories), "
+                f"got {len(ids)} that differ"
             )
-        priorities = [value.real(minimum=0.0) for value in values]
-        self.priorities = torch.tensor(priorities, dtype=torch.float32, device=self.device)
-        self.motion_ids = [motion.integer() for motion in ids]
+        priorities = torch.tensor(values, dtype=torch.float32, device=self.device)
+        try:
+            self._check_mass(priorities.double(), "the saved priorities")
+        except ValueError as err:
+            raise saved.error(str(err)) from err
+        self.priorities = priorities

@@ -16,16 +16,17 @@ being required.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from bufcore.buffers.episode_rows import EpisodeRows
 from bufcore.buffers.expert import TrajectoryDictBuffer
+from bufcore.buffers.windowed import DEFAULT_END_KEY
 from bufcore.persist.episodes import EPISODE_PREFIX, load_episode_based_h5, read_motion_list
-from bufcore.tree import KeyPath, flatten, format_key_path, unflatten
+from bufcore.tree import flatten, format_key_path, unflatten
 
 OBSERVATION = "observation"
 MOTION_ID = "motion_id"
@@ -74,29 +75,19 @@ def load_expert_trajectories(
     if not files:
         raise ValueError(f"{motions}: the motion list names no file")
     episodes: list[dict[str, Any]] = []
-    sources: list[str] = []
-    first: tuple[str, set[KeyPath]] | None = None
+    names: list[str] = []
     for file in files:
         for index, raw in enumerate(load_episode_based_h5(file)):
-            where = f"{file}: {EPISODE_PREFIX}{index}"
-            episode = _prepare(raw, where, obs_dict_mapper)
-            keys = set(flatten(episode, argument=where))
-            if first is None:
-                first = (where, keys)
-            elif keys != first[1]:
-                raise ValueError(_key_difference(first, (where, keys)))
-            episodes.append(episode)
-            sources.append(where)
+            name = f"{file}: {EPISODE_PREFIX}{index}"
+            episodes.append(_prepare(raw, name, obs_dict_mapper))
+            names.append(name)
     if not episodes:
         raise ValueError(f"{motions}: the listed files hold no episode")
-    try:
-        return TrajectoryDictBuffer(episodes, seq_length=seq_length, device=device)
-    except (TypeError, ValueError) as err:
-        # The buffer names episodes by their index in the concatenated list; name the file.
-        found = re.match(r"episodes\[(\d+)\]", str(err))
-        if found is None:
-            raise
-        raise type(err)(f"{sources[int(found.group(1))]}: {err}") from err
+    # Laid out here so that every error names the file and episode it is about.
+    rows = EpisodeRows(
+        episodes, end_path=(DEFAULT_END_KEY,), motion_path=(MOTION_ID,), names=names
+    )
+    return TrajectoryDictBuffer(rows, seq_length=seq_length, device=device)
 
 
 def _prepare(raw: Mapping[str, Any], where: str, mapper: ObsMapper | None) -> dict[str, Any]:
@@ -127,18 +118,3 @@ def _as_float32(observation: Any, where: str) -> Any:
         flat = flatten(observation, argument=f"{where}[{OBSERVATION!r}]")
         return unflatten({p: np.asarray(v, dtype=np.float32) for p, v in flat.items()})
     return np.asarray(observation, dtype=np.float32)
-
-
-def _key_difference(first: tuple[str, set[KeyPath]], other: tuple[str, set[KeyPath]]) -> str:
-    (first_where, first_keys), (where, keys) = first, other
-    lacking = sorted(format_key_path(p) for p in first_keys - keys)
-    extra = sorted(format_key_path(p) for p in keys - first_keys)
-    parts = []
-    if lacking:
-        parts.append(f"lacks {', '.join(lacking)}")
-    if extra:
-        parts.append(f"has extra {', '.join(extra)}")
-    return (
-        f"{where} {' and '.join(parts)} compared with {first_where}; every episode must have "
-        "the same keys"
-    )

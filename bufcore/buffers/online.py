@@ -32,6 +32,7 @@ import torch
 
 from bufcore.buffers.transition import DictBuffer
 from bufcore.buffers.windowed import (
+    DEFAULT_END_KEY,
     DEFAULT_KEYS,
     WindowedBuffer,
     WindowOptions,
@@ -95,7 +96,7 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
         seq_length: int = 1,
         output_key_t: Sequence[Key] = DEFAULT_KEYS,
         output_key_tp1: Sequence[Key] = DEFAULT_KEYS,
-        end_key: Key = "done",
+        end_key: Key = DEFAULT_END_KEY,
         weighting: Weighting = "trajectory",
         seed: int | None = None,
     ) -> None:
@@ -127,7 +128,7 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
                 f"data: the end_key {format_key_path(end_path)} is missing; it marks the "
                 "rows that end a trajectory"
             )
-        check_end_leaf(end, self.n_dim, f"data{format_key_path(end_path)}")
+        check_end_leaf(end.shape, self.n_dim, f"data{format_key_path(end_path)}")
         if self.n_dim == 2 and end.shape[1] == 0:
             raise ValueError("data: expected at least one env (axis 1), got 0")
         if not self._storage.allocated:
@@ -195,7 +196,7 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
         if end is None:
             raise StateError("rows", f"the end_key {format_key_path(end_path)} has no dataset")
         try:
-            check_end_leaf(end, self.n_dim, f"dataset {format_key_path(end_path)}")
+            check_end_leaf(end.shape, self.n_dim, f"dataset {format_key_path(end_path)}")
         except ValueError as err:
             raise StateError("rows", str(err)) from err
         self._boundaries.rebuild(

@@ -24,35 +24,19 @@ from bufcore.errors import KeyPathError
 from bufcore.fields import Field
 from bufcore.sampling.windows import WEIGHTINGS, Weighting, check_weighting, window_index
 from bufcore.storage.ring import RingStorage
-from bufcore.tree import Key, KeyPath, as_key_path, format_key_path, unflatten
+from bufcore.tree import (
+    Key,
+    KeyPath,
+    as_key,
+    as_key_path,
+    format_key_path,
+    key_json,
+    key_list,
+    unflatten,
+)
 
 DEFAULT_KEYS: tuple[Key, ...] = ("observation",)
-
-
-def as_key(value: Any, argument: str) -> Key:
-    """A key from a str, tuple or (JSON) list: a str for one part, else a tuple key path.
-
-    Raises:
-        TypeError: not a non-empty str or sequence of str.
-    """
-    path = as_key_path(tuple(value) if isinstance(value, list) else value, argument=argument)
-    return path[0] if len(path) == 1 else path
-
-
-def key_list(value: Any, argument: str) -> list[Key]:
-    """A list of keys (see :func:`as_key`).
-
-    Raises:
-        TypeError: not a list or tuple of keys.
-    """
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise TypeError(f"{argument}: expected a list of keys (str or tuple), got {value!r}")
-    return [as_key(item, argument) for item in value]
-
-
-def key_json(key: Key) -> str | list[str]:
-    """A key as JSON stores it (tuples as lists)."""
-    return key if isinstance(key, str) else list(key)
+DEFAULT_END_KEY = "done"
 
 
 def select_paths(spec: Collection[KeyPath], keys: list[Key], argument: str) -> list[KeyPath]:
@@ -95,7 +79,7 @@ class WindowOptions:
     seq_length: int = 1
     output_key_t: Sequence[Key] = DEFAULT_KEYS
     output_key_tp1: Sequence[Key] = DEFAULT_KEYS
-    end_key: Key = "done"
+    end_key: Key = DEFAULT_END_KEY
     weighting: Weighting = "trajectory"
     end_path: KeyPath = field(init=False)
 
@@ -169,22 +153,21 @@ class WindowOptions:
             "seq_length": config.key("seq_length").integer(minimum=1),
             "output_key_t": config.optional("output_key_t", default_keys).validate(key_list),
             "output_key_tp1": config.optional("output_key_tp1", default_keys).validate(key_list),
-            "end_key": config.optional("end_key", "done").validate(as_key),
+            "end_key": config.optional("end_key", DEFAULT_END_KEY).validate(as_key),
             "weighting": state.optional("weighting", "trajectory").choice(WEIGHTINGS),
         }
 
 
-def check_end_leaf(tensor: torch.Tensor, batch_dims: int, where: str) -> None:
+def check_end_leaf(shape: Sequence[int], batch_dims: int, where: str) -> None:
     """End flags must be ``[n]``/``[n, 1]`` (``[n, E]``/``[n, E, 1]`` with an env axis).
 
     Raises:
         ValueError: another shape.
     """
-    trailing = tuple(tensor.shape[batch_dims:])
-    if trailing not in ((), (1,)):
+    if tuple(shape[batch_dims:]) not in ((), (1,)):
         lead = "n" if batch_dims == 1 else "n, env"
         raise ValueError(
-            f"{where}: expected end flags [{lead}] or [{lead}, 1], got shape {list(tensor.shape)}"
+            f"{where}: expected end flags [{lead}] or [{lead}, 1], got shape {list(shape)}"
         )
 
 

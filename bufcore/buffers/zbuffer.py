@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.registry import CheckpointedBuffer
+from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.checks import check_device, check_int, check_seed
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint

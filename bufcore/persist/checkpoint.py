@@ -191,7 +191,7 @@ class OpenedCheckpoint:
         self.manifest = manifest
         self._reader = reader
 
-    def rows(self, separator: str, batch_dims: int) -> CheckpointRows:
+    def row_source(self, separator: str, batch_dims: int) -> CheckpointRows:
         """The stored rows, for a buffer with this separator and number of batch axes.
 
         Raises:

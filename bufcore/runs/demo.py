@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bufcore.buffers.registry import load_buffer
+from bufcore.buffers.base import load_buffer
 from bufcore.buffers.transition import DictBuffer
 
 OBSERVATION = {"state": 67, "last_action": 29, "privileged_state": 217}

@@ -45,6 +45,45 @@ from bufcore.tree import (
 _ROW_ALIGN = 16
 
 
+# The dtypes a leaf may have: numeric ones numpy (and so HDF5) can hold, plus bfloat16 (as bits).
+STORABLE: frozenset[torch.dtype] = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+    }
+)
+
+
+def leaf_tensor(value: Any, batch_dims: int, *, where: str) -> torch.Tensor:
+    """One leaf as a tensor with at least ``batch_dims`` leading axes and a storable dtype.
+
+    Raises:
+        TypeError: not numeric, or a dtype that cannot be stored (complex, float8, ...).
+        ValueError: fewer axes than the batch axes.
+    """
+    tensor = to_tensor(value, where)
+    if tensor.ndim < batch_dims:
+        axes = "[batch, ...]" if batch_dims == 1 else "[time, env, ...]"
+        raise ValueError(
+            f"{where}: expected {batch_dims} leading batch axes {axes}, got shape "
+            f"{list(tensor.shape)}; did you forget the batch dimension?"
+        )
+    if tensor.dtype not in STORABLE:
+        raise TypeError(f"{where}: dtype {dtype_name(tensor.dtype)} cannot be stored")
+    return tensor
+
+
 @dataclass(frozen=True)
 class Batch:
     """A validated batch: converted leaves (same order as the spec) and its time length."""
@@ -180,15 +219,7 @@ class RingStorage:
             TypeError: not numeric, a dtype that cannot be stored, or an unsafe cast.
             ValueError: fewer axes than the batch axes, or a wrong trailing shape.
         """
-        tensor = to_tensor(value, where)
-        axes = "[batch, ...]" if self.batch_dims == 1 else "[time, env, ...]"
-        if tensor.ndim < self.batch_dims:
-            raise ValueError(
-                f"{where}: expected {self.batch_dims} leading batch axes {axes}, got shape "
-                f"{list(tensor.shape)}; did you forget the batch dimension?"
-            )
-        if tensor.dtype not in _STORABLE:
-            raise TypeError(f"{where}: dtype {dtype_name(tensor.dtype)} cannot be stored")
+        tensor = leaf_tensor(value, self.batch_dims, where=where)
         if self.spec is None:
             return tensor
         leaf = self.spec[path]
@@ -295,11 +326,11 @@ class RingStorage:
                 not fit ``batch_dims``, or ``cursor``/``is_full`` do not describe ``count`` rows
                 of this capacity.
         """
-        rows = source.count
+        count = source.count
         expected = self.capacity if is_full else cursor
-        if not 0 <= cursor < self.capacity or rows != expected:
+        if not 0 <= cursor < self.capacity or count != expected:
             raise ValueError(
-                f"cursor {cursor} and is_full {is_full} do not describe {rows} stored rows of "
+                f"cursor {cursor} and is_full {is_full} do not describe {count} stored rows of "
                 f"capacity {self.capacity}"
             )
         if self.spec is None:
@@ -310,8 +341,8 @@ class RingStorage:
                 f"stored leaves ({describe_spec(source.spec)}) differ from this storage's "
                 f"({describe_spec(self.spec)})"
             )
-        if self.spec is not None and rows:
-            source.read_into({path: view[:rows] for path, view in self._views.items()})
+        if self.spec is not None and count:
+            source.read_into({path: view[:count] for path, view in self._views.items()})
         self.cursor = cursor
         self.is_full = is_full
 
@@ -355,22 +386,3 @@ class RingStorage:
             return time_index
         envs = torch.arange(self.envs, device=time_index.device)
         return time_index[:, None] * self.envs + envs
-
-
-_STORABLE = frozenset(
-    {
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.uint16,
-        torch.uint32,
-        torch.uint64,
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-    }
-)

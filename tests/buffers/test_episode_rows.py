@@ -15,9 +15,7 @@ CPU = torch.device("cpu")
 
 
 def rows(episodes: list[dict[str, Any]]) -> EpisodeRows:
-    return EpisodeRows(
-        episodes, end_path=("done",), motion_path=("motion_id",), checker=RingStorage(1, device=CPU)
-    )
+    return EpisodeRows(episodes, end_path=("done",), motion_path=("motion_id",))
 
 
 def episode(length: int, motion: int, width: int = 2, dtype: Any = np.float32) -> dict[str, Any]:
@@ -67,3 +65,20 @@ def test_the_callers_end_column_is_not_modified() -> None:
     storage.restore(source, cursor=0, is_full=True)
     assert not done.any()
     assert storage.views[("done",)][-1, 0].item() is True
+
+
+def test_given_names_label_every_error() -> None:
+    with pytest.raises(ValueError, match=r"b\.h5: ep_0\['observation'\]: expected trailing"):
+        EpisodeRows(
+            [episode(2, 1), episode(2, 2, width=3)],
+            end_path=("done",),
+            motion_path=("motion_id",),
+            names=["a.h5: ep_0", "b.h5: ep_0"],
+        )
+
+
+@pytest.mark.parametrize(("episodes", "error"), [({"a": 1}, TypeError), ("ab", TypeError),
+                                                 ([], ValueError)])
+def test_episodes_must_be_a_non_empty_list(episodes: Any, error: type) -> None:
+    with pytest.raises(error, match="episodes: expected"):
+        rows(episodes)

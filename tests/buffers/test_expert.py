@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from bufcore.buffers.base import load_buffer
 from bufcore.buffers.expert import TrajectoryDictBuffer
-from bufcore.buffers.registry import load_buffer
 
 DRAWS = 40_000
 

@@ -135,7 +135,8 @@ def test_keys_that_differ_across_files_name_both_episodes(tmp_path: Path) -> Non
     save_episodes(tmp_path / "a.h5", [episode(3, 0)])
     save_episodes(tmp_path / "b.h5", [other])
     listing = write_list(tmp_path, "a.h5", "b.h5")
-    with pytest.raises(ValueError, match=r"b\.h5: ep_0 has extra \['reward'\].*a\.h5: ep_0"):
+    match = r"b\.h5: ep_0: keys differ from .*a\.h5: ep_0's \(has extra \['reward'\]\)"
+    with pytest.raises(ValueError, match=match):
         load_expert_trajectories(listing, tmp_path, 1, "cpu")
 
 
@@ -153,7 +154,7 @@ def test_an_error_found_by_the_buffer_names_the_file_and_episode(tmp_path: Path)
     good = episode(3, 0)
     good["done"] = np.zeros((3, 1), bool)
     save_episodes(tmp_path / "a.h5", [good, bad])
-    with pytest.raises(ValueError, match=r"a\.h5: ep_1: episodes\[1\]"):
+    with pytest.raises(ValueError, match=r"a\.h5: ep_1\['done'\]: expected end flags"):
         load_expert_trajectories(write_list(tmp_path, "a.h5"), tmp_path, 1, "cpu")
 
 

@@ -9,8 +9,8 @@ import h5py
 import numpy as np
 import pytest
 
+from bufcore.buffers.base import load_buffer
 from bufcore.buffers.online import TrajectoryDictBufferMultiDim
-from bufcore.buffers.registry import load_buffer
 
 DRAWS = 40_000
 

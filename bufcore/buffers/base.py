@@ -1,6 +1,7 @@
 """What every buffer class shares: its ring position, saving and loading, and the targets.
 
-Every buffer class derives from :class:`CheckpointedBuffer` and lists the ``__target__`` names it
+Every buffer class derives from :class:`CheckpointedBuffer` (and :func:`load_buffer` loads any
+of them). Each lists the ``__target__`` names it
 loads from (``checkpoint_targets``; the first is the one it writes). The table is exactly those
 lists: BFM-Zero's own module paths are listed by name, and anything else is refused (DESIGN §2.6).
 
@@ -21,7 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 import torch
 
-from bufcore.checks import check_seed
+from bufcore.checks import check_device, check_seed
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import (
@@ -32,7 +33,6 @@ from bufcore.persist.checkpoint import (
 )
 from bufcore.rng import generator_state, restore_generator
 from bufcore.storage.ring import RingStorage
-from bufcore.tree import describe_spec
 
 B = TypeVar("B", bound="CheckpointedBuffer")
 
@@ -101,31 +101,39 @@ class CheckpointedBuffer(ABC):
     def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
         """Fill the freshly built buffer's rows and ring position from the checkpoint.
 
+        The default reads the rows into the ring; a class that takes its rows through its
+        constructor (the expert buffer) overrides this to restore what else it saved.
+
         Raises:
-            StateError: the ring position does not fit the rows or the capacity.
+            StateError: the ring position does not fit the rows or the capacity, or the
+                stored leaves differ from the ones the config describes.
         """
         storage = self._storage
-        rows = opened.rows(self.nested_key_separator, storage.batch_dims)
-        if storage.spec is not None and rows.spec and rows.spec != storage.spec:
-            raise StateError(
-                "rows",
-                f"stored leaves ({describe_spec(rows.spec)}) differ from what config.json "
-                f"describes ({describe_spec(storage.spec)})",
-            )
+        source = opened.row_source(self.nested_key_separator, storage.batch_dims)
         saved_idx = config.optional("_idx", None)
         saved_full = config.optional("_is_full", None)
         if saved_idx.value is None or saved_full.value is None:
             # Old BFM-Zero configs lack them: derived from the row count, as BFM-Zero does.
-            cursor, is_full = rows.count % storage.capacity, rows.count == storage.capacity
+            if source.count > storage.capacity:
+                raise config.key("capacity").error(
+                    f"{source.count} stored rows exceed the capacity {storage.capacity}"
+                )
+            cursor, is_full = source.count % storage.capacity, source.count == storage.capacity
         else:
             cursor = saved_idx.integer(minimum=0, maximum=storage.capacity - 1)
             is_full = saved_full.flag()
+            held = storage.capacity if is_full else cursor
+            if source.count != held:
+                raise saved_idx.error(
+                    f"{cursor} with _is_full {is_full} means {held} rows, but buffer.hdf5 holds "
+                    f"{source.count}"
+                )
         try:
-            storage.restore(rows, cursor=cursor, is_full=is_full)
+            storage.restore(source, cursor=cursor, is_full=is_full)
         except ValueError as err:
             if isinstance(err, CorruptCheckpointError):
                 raise
-            raise StateError("config", str(err)) from err
+            raise StateError("rows", str(err)) from err
 
     # ---------------------------------------------------------------- saving
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -160,14 +168,17 @@ class CheckpointedBuffer(ABC):
             device: Where to put the tensors; ``None`` keeps config.json's device.
 
         Raises:
-            ValueError: the checkpoint holds another kind of buffer, or an unknown one.
+            ValueError: the checkpoint holds another kind of buffer, or an unknown one; or
+                ``device`` is not a device (checked before anything is read).
+            TypeError: ``device`` is neither a str nor a ``torch.device``.
             CorruptCheckpointError: a file is damaged or inconsistent.
             FileNotFoundError: ``path`` is not a directory.
         """
-        return load_checkpoint(path, lambda opened: _build(cls, opened, device))
+        target = None if device is None else check_device(device)
+        return load_checkpoint(path, lambda opened: _build(cls, opened, target))
 
 
-def _build(base: type[B], opened: OpenedCheckpoint, device: str | torch.device | None) -> B:
+def _build(base: type[B], opened: OpenedCheckpoint, device: torch.device | None) -> B:
     """The buffer ``opened`` holds, which must be a ``base``, through its public constructor."""
     cls = _TARGETS.get(opened.target)
     if cls is None:
@@ -189,7 +200,8 @@ def _build(base: type[B], opened: OpenedCheckpoint, device: str | torch.device |
         kwargs["device"] = device
     try:
         buffer = cls(**kwargs)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, KeyError) as err:
+        # The saved options themselves are refused (a KeyError: an output key the rows lack).
         if isinstance(err, StateError | CorruptCheckpointError):
             raise
         raise StateError("config", str(err)) from err

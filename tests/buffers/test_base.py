@@ -14,11 +14,12 @@ import torch
 from bufcore import (
     CorruptCheckpointError,
     DictBuffer,
+    TrajectoryDictBuffer,
     TrajectoryDictBufferMultiDim,
     ZBuffer,
     load_buffer,
 )
-from bufcore.buffers.registry import CheckpointedBuffer
+from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.persist.manifest import manifest_checksum
 
 
@@ -100,8 +101,6 @@ def test_registering_a_target_twice_is_refused() -> None:
 
 
 def test_every_buffer_class_is_checkpointed() -> None:
-    from bufcore import TrajectoryDictBuffer
-
     for cls in (DictBuffer, TrajectoryDictBufferMultiDim, TrajectoryDictBuffer, ZBuffer):
         assert issubclass(cls, CheckpointedBuffer)
         assert cls.checkpoint_targets[0] == f"bufcore.{cls.__name__}"
@@ -115,9 +114,9 @@ def test_every_buffer_class_is_checkpointed() -> None:
         ("config.json", {"device": "gpu"}, "config.json", "device: expected a torch device"),
         ("config.json", {"_idx": 9}, "config.json", r"config\['_idx'\]: expected an int in"),
         ("config.json", {"_is_full": 1}, "config.json", r"config\['_is_full'\]: expected a"),
-        ("config.json", {"_idx": 1}, "config.json", "do not describe 3 stored rows"),
+        ("config.json", {"_idx": 1}, "config.json", r"config\['_idx'\]: 1 with _is_full False"),
         ("state.json", {"seed": "x"}, "state.json", r"state\['seed'\]: expected an int"),
-        ("state.json", {"generator": {"state": 1}}, "state.json", "generator: expected"),
+        ("state.json", {"generator": {"state": 1}}, "state.json", r"state\['generator'\]: exp"),
     ],
 )
 def test_a_malformed_field_is_a_corrupt_checkpoint_naming_its_file(
@@ -152,3 +151,74 @@ def test_an_online_checkpoint_whose_end_key_has_no_dataset_names_the_payload(
 def test_load_keeps_the_saved_seed_and_device(tmp_path: Path) -> None:
     loaded = load_buffer(dict_buffer(tmp_path / "ckpt"))
     assert (loaded.seed, loaded.device) == (1, torch.device("cpu"))
+
+
+def test_an_old_config_whose_rows_exceed_the_capacity_names_the_capacity(tmp_path: Path) -> None:
+    path = dict_buffer(tmp_path / "ckpt")
+    config = json.loads((path / "config.json").read_text())
+    del config["_idx"], config["_is_full"]
+    config["capacity"] = 2
+    (path / "config.json").write_text(json.dumps(config))
+    manifest = json.loads((path / "manifest.json").read_text())
+    (path / "manifest.json").unlink()
+    (path / "state.json").unlink()
+    config["__target__"] = "humanoidverse.agents.buffers.transition.DictBuffer"
+    (path / "config.json").write_text(json.dumps(config))
+    assert manifest["rows"] == 3
+    with pytest.raises(CorruptCheckpointError, match="3 stored rows exceed the capacity 2"):
+        load_buffer(path)
+
+
+@pytest.mark.parametrize(("device", "error"), [("gpu", ValueError), (3, TypeError)])
+def test_a_bad_device_argument_is_refused_before_anything_is_read(
+    tmp_path: Path, device: Any, error: type
+) -> None:
+    with pytest.raises(error, match="device: expected a torch device"):
+        load_buffer(tmp_path / "not even there", device=device)
+
+
+def expert_buffer(path: Path) -> Path:
+    episodes = [
+        {"observation": np.full((4, 2), m, np.float32), "motion_id": np.full(4, m)}
+        for m in range(3)
+    ]
+    TrajectoryDictBuffer(episodes, seq_length=2, seed=0).save(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        ({"output_key_t": ["nope"]}, r"output_key_t: key \['nope'\] matches no stored leaf"),
+        ({"end_key": "observation"}, r"episodes\['observation'\]: expected end flags"),
+        ({"motion_id_key": "absent"}, r"the rows lack \['absent'\]"),
+        ({"capacity": 5}, r"config\['capacity'\]: says 5 rows, but buffer.hdf5 holds 12"),
+    ],
+)
+def test_expert_options_the_rows_cannot_serve_are_a_corrupt_config(
+    tmp_path: Path, edit: dict[str, Any], match: str
+) -> None:
+    path = expert_buffer(tmp_path / "expert")
+    rewrite(path, "config.json", edit)
+    with pytest.raises(CorruptCheckpointError, match=match) as caught:
+        load_buffer(path)
+    assert caught.value.path == path / "config.json"
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        ({"priorities": [0.0, 0.0, 0.0]}, "make every priority zero"),
+        ({"priorities": [0.5, 0.5]}, "expected 3 priorities"),
+        ({"priorities": [0.5, -0.5, 1.0]}, r"state\['priorities'\]\[1\]: expected a number >= 0"),
+        ({"motion_ids": [2, 1, 0]}, r"state\['motion_ids'\]: expected the motion ids the rows"),
+    ],
+)
+def test_saved_expert_priorities_that_cannot_be_used_are_a_corrupt_state(
+    tmp_path: Path, edit: dict[str, Any], match: str
+) -> None:
+    path = expert_buffer(tmp_path / "expert")
+    rewrite(path, "state.json", edit)
+    with pytest.raises(CorruptCheckpointError, match=match) as caught:
+        load_buffer(path)
+    assert caught.value.path == path / "state.json"

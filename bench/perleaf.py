@@ -8,8 +8,8 @@ validation, no packing: this is what bufcore replaces and must not be slower tha
 
 :class:`PerLeafTrajectoryBuffer` is the seed's online ``TrajectoryDictBufferMultiDim`` with
 ``n_dim=2`` (REFERENCE §3-4): leaves ``[capacity, E, *shape]``, trajectory boundaries from a
-full scan of the end flags (:func:`bufcore.boundaries.find_start_stop_traj`, the reference's
-semantics) recomputed on the first sample after an extend, windows from :func:`get_idxs`
+full scan of the end flags (:func:`bufcore.sampling.boundaries.find_start_stop_traj`, the
+reference's semantics) recomputed on the first sample after an extend, windows from :func:`get_idxs`
 (ported with its off-by-one), and ``x[t, env]`` per leaf for the window rows and again at
 ``t + 1`` for ``next``.
 """

@@ -14,9 +14,9 @@ from bufcore.buffers.online import TrajectoryDictBufferMultiDim
 from bufcore.buffers.transition import DictBuffer
 from bufcore.buffers.zbuffer import ZBuffer
 from bufcore.curriculum.curriculum import Curriculum
-from bufcore.curriculum.emd import emd
 from bufcore.curriculum.history import Round
 from bufcore.curriculum.priorities import emd_to_priorities
+from bufcore.curriculum.transport import emd
 from bufcore.errors import CorruptCheckpointError, KeyPathError, StateError
 from bufcore.persist.episodes import load_episode_based_h5, save_episodes
 from bufcore.sampling.boundaries import find_start_stop_traj

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -49,8 +49,10 @@ def check_int(
         TypeError: not an integral value, or a bool.
         ValueError: outside the bounds.
     """
-    if isinstance(value, bool | np.bool_) or (
-        isinstance(value, torch.Tensor) and value.dtype == torch.bool
+    if (
+        isinstance(value, bool | np.bool_)
+        or (isinstance(value, torch.Tensor) and (value.dtype == torch.bool or value.ndim != 0))
+        or (isinstance(value, np.ndarray) and value.ndim != 0)
     ):
         raise TypeError(f"{argument}: expected an int, got {_describe(value)}")
     try:
@@ -129,6 +131,23 @@ def check_device(value: Any, argument: str = "device") -> torch.device:
         raise ValueError(
             f"{argument}: expected a torch device such as 'cpu' or 'cuda', got {value!r}"
         ) from err
+
+
+def check_dtype(value: Any, argument: str, allowed: Collection[torch.dtype]) -> torch.dtype:
+    """``value`` if it is a ``torch.dtype`` in ``allowed``.
+
+    Raises:
+        TypeError: not a ``torch.dtype``.
+        ValueError: a dtype outside ``allowed`` (complex, float8, ...).
+    """
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{argument}: expected a torch.dtype, got {_describe(value)}")
+    if value not in allowed:
+        names = sorted(str(dtype).removeprefix("torch.") for dtype in allowed)
+        raise ValueError(
+            f"{argument}: expected one of {names}, got {str(value).removeprefix('torch.')}"
+        )
+    return value
 
 
 def check_seed(value: Any, argument: str = "seed") -> int | None:

@@ -6,15 +6,16 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from bufcore.checks import check_int
 from bufcore.runs.demo import run_demo
 
 
-def _positive_int(text: str) -> int:
-    """An argparse type: an int >= 1 (argparse turns the ValueError into a usage error)."""
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
+def _count(text: str) -> int:
+    """An argparse type: an int >= 1, refused as a usage error naming the option otherwise."""
+    try:
+        return check_int(int(text), "count", minimum=1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="where to save the checkpoint (default: a temporary directory)",
     )
-    demo.add_argument("--capacity", type=_positive_int, default=1000, help="rows (default 1000)")
+    demo.add_argument("--capacity", type=_count, default=1000, help="rows (default 1000)")
     demo.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.command == "demo":

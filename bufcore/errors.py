@@ -28,7 +28,6 @@ class CorruptCheckpointError(ValueError):
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = Path(path)
-        self.problem = problem
         super().__init__(f"corrupt checkpoint file {self.path}: {problem}")
 
 

@@ -102,10 +102,8 @@ class Field:
 
     def choice(self, choices: Sequence[S]) -> S:
         """The value, which must be one of ``choices``."""
-        try:
-            return check_choice(self.value, self.where, choices)
-        except ValueError as err:
-            raise StateError(self.part, str(err)) from err
+        choice: S = self.validate(check_choice, choices)
+        return choice
 
     def parse(self, convert: Callable[[Any], T]) -> T:
         """``convert(value)``, with its ``TypeError``/``ValueError`` reported at this field."""

@@ -11,6 +11,7 @@ import torch
 from bufcore.checks import (
     check_choice,
     check_device,
+    check_dtype,
     check_int,
     check_real,
     check_seed,
@@ -25,7 +26,9 @@ def test_check_int_accepts_every_integral_type_and_returns_an_int(value: object)
 
 
 @pytest.mark.parametrize(
-    "value", [True, np.bool_(True), 1.5, 2.0, "3", None, torch.tensor(1.0), torch.tensor(True)]
+    "value",
+    [True, np.bool_(True), 1.5, 2.0, "3", None, torch.tensor(1.0), torch.tensor(True),
+     torch.tensor([3]), np.array([3])],
 )
 def test_check_int_refuses_a_non_integral_value_with_a_type_error(value: object) -> None:
     with pytest.raises(TypeError, match="n: expected an int"):
@@ -115,3 +118,12 @@ def test_check_separator_refuses_empty_slashed_or_non_str_values(
 ) -> None:
     with pytest.raises(error, match="nested_key_separator"):
         check_separator(value)
+
+
+def test_check_dtype_accepts_only_the_allowed_torch_dtypes() -> None:
+    allowed = {torch.float32, torch.float16}
+    assert check_dtype(torch.float16, "dtype", allowed) is torch.float16
+    with pytest.raises(ValueError, match=r"dtype: expected one of \['float16', 'float32'\]"):
+        check_dtype(torch.complex64, "dtype", allowed)
+    with pytest.raises(TypeError, match=r"dtype: expected a torch\.dtype"):
+        check_dtype("float32", "dtype", allowed)  # a name is not a dtype

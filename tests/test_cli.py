@@ -50,3 +50,8 @@ def test_a_bad_capacity_names_the_option_and_exits_2(capacity: str) -> None:
     result = bufcore("demo", "--capacity", capacity)
     assert result.returncode == 2
     assert "--capacity" in result.stderr
+
+
+def test_a_bad_capacity_says_what_was_expected() -> None:
+    result = bufcore("demo", "--capacity", "0")
+    assert "argument --capacity: expected an int >= 1, got '0'" in result.stderr

@@ -269,6 +269,10 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
     @classmethod
     def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
         separator = config.optional("nested_key_separator", "-").validate(check_separator)
+        for name, full in (("_idx", 0), ("_is_full", True)):
+            field = config.optional(name, full)
+            if type(field.value) is not type(full) or field.value != full:
+                raise field.error(f"an expert buffer is always full: expected {full!r}")
         source = opened.row_source(separator, 1)
         capacity = config.key("capacity")
         if capacity.integer(minimum=1) != source.count:

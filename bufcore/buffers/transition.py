@@ -67,7 +67,11 @@ class DictBuffer(CheckpointedBuffer):
         )
 
     def _batch_dims(self) -> int:
-        """Leading batch axes of every leaf: 1 here (``[batch, ...]`` rows)."""
+        """Leading batch axes of every leaf: 1 here (``[batch, ...]`` rows).
+
+        Called by ``__init__`` to build the storage, so a subclass that overrides it sets what
+        it reads before calling ``super().__init__``.
+        """
         return 1
 
     # ------------------------------------------------------------------ state
@@ -135,7 +139,7 @@ class DictBuffer(CheckpointedBuffer):
         Raises:
             ValueError: the buffer is empty or ``batch_size < 1``.
         """
-        check_int(batch_size, "batch_size", minimum=1)
+        batch_size = check_int(batch_size, "batch_size", minimum=1)
         if self.empty():
             raise ValueError("cannot sample: the buffer is empty (extend it first)")
         index = torch.randint(

@@ -105,7 +105,7 @@ class WindowOptions:
             ValueError: a size below 1, ``batch_size < seq_length``, or ``batch_size`` not a
                 multiple of ``seq_length``.
         """
-        check_int(batch_size, "batch_size", minimum=1)
+        batch_size = check_int(batch_size, "batch_size", minimum=1)
         seq = self.seq_length if seq_length is None else check_int(
             seq_length, "seq_length", minimum=1
         )

@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 import torch
 
 from bufcore.buffers.base import CheckpointedBuffer
-from bufcore.checks import check_device, check_int, check_seed
+from bufcore.checks import check_device, check_dtype, check_int, check_seed
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.rng import make_generator
-from bufcore.storage.ring import Batch, RingStorage
+from bufcore.storage.ring import STORABLE, Batch, RingStorage
 from bufcore.tree import LeafSpec, dtype_from_name, dtype_name
 
 _Z = ("z",)
@@ -34,7 +34,8 @@ class ZBuffer(CheckpointedBuffer):
         seed: Seed of the buffer's own generator; ``None`` for a nondeterministic one.
 
     Raises:
-        ValueError: ``capacity`` or ``dim`` below 1, an unknown device.
+        ValueError: ``capacity`` or ``dim`` below 1, a dtype that cannot be stored (complex,
+            float8), an unknown device.
         TypeError: ``dtype`` is not a torch dtype; non-int sizes or seed.
     """
 
@@ -53,10 +54,8 @@ class ZBuffer(CheckpointedBuffer):
     ) -> None:
         self.capacity = check_int(capacity, "capacity", minimum=1)
         self.dim = check_int(dim, "dim", minimum=1)
-        if not isinstance(dtype, torch.dtype):
-            raise TypeError(f"dtype: expected a torch.dtype, got {dtype!r}")
+        self.dtype = check_dtype(dtype, "dtype", STORABLE)
         self.device = check_device(device)
-        self.dtype = dtype
         self.seed = check_seed(seed)
         self._generator = make_generator(self.device, self.seed)
         self._storage = RingStorage(self.capacity, device=self.device)
@@ -86,7 +85,7 @@ class ZBuffer(CheckpointedBuffer):
             ValueError: the buffer is empty, ``num < 0`` or an unknown device (checked before
                 anything is drawn).
         """
-        check_int(num, "num", minimum=0)
+        num = check_int(num, "num", minimum=0)
         target = None if device is None else check_device(device)
         if self.empty():
             raise ValueError("cannot sample: the z buffer is empty (add to it first)")

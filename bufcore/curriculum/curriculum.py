@@ -1,7 +1,7 @@
 """``Curriculum``: pushes each evaluation round's priorities into the expert buffer.
 
 How badly the agent tracks each motion decides how often it is replayed: BFM-Zero measures an
-EMD per motion after each evaluation (:func:`bufcore.curriculum.emd.emd`), turns the EMDs into
+EMD per motion after each evaluation (:func:`bufcore.curriculum.transport.emd`), turns the EMDs into
 priorities (:mod:`bufcore.curriculum.priorities`), and hands them to the expert buffer. A
 :class:`Curriculum` does that for one round at a time, all or nothing, and keeps the history
 (:mod:`bufcore.curriculum.history`) that checkpoints and the dashboard read.

@@ -7,8 +7,9 @@
      "rounds": [{"step": 1000, "motion_ids": [...], "emd": [...], "priority": [...]}, ...]}
 
 Motion ids are lists, parallel to ``emd`` and ``priority``: as JSON object keys they would turn
-into strings. :func:`history_from_state` checks every field before anything is used and raises
-:class:`bufcore.errors.StateError` naming the key path (``state['rounds'][1]['step']``).
+into strings. :func:`options_from_state` and :func:`rounds_from_state` check every field before
+anything is used and raise :class:`bufcore.errors.StateError` naming the key path
+(``state['rounds'][1]['step']``).
 """
 
 from __future__ import annotations

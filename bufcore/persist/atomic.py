@@ -69,7 +69,7 @@ def publish_file(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
     """
     destination = Path(path).absolute()
     parent = destination.parent
-    if not parent.is_dir():
+    if not parent.is_dir():  # a file's directory is the caller's; checkpoints create theirs
         raise FileNotFoundError(f"path: directory {parent} does not exist")
     remove_stale_staging(parent, destination.name)
     # A fresh name rather than mkstemp: the writer creates the file (h5py insists), with the
@@ -90,6 +90,7 @@ def publish_directory(
     write: Callable[[Path], None],
     *,
     replaceable: Callable[[Path], bool],
+    kind: str = "directory that may be replaced",
 ) -> None:
     """Run ``write(staging)`` to fill a directory beside ``path``, then swap it into place.
 
@@ -98,6 +99,7 @@ def publish_directory(
         write: Fills the staging directory (its files need not be fsynced; this does not do it
             for them either: ``write`` decides how each file reaches the disk).
         replaceable: Whether an existing directory at ``path`` may be replaced (and deleted).
+        kind: What such a directory is, for the refusal (``"checkpoint directory"``).
 
     Raises:
         FileExistsError: ``path`` is a file, or a directory ``replaceable`` refuses (refusing
@@ -107,8 +109,7 @@ def publish_directory(
     parent = destination.parent
     if destination.exists() and (not destination.is_dir() or not replaceable(destination)):
         raise FileExistsError(
-            f"path: {destination} exists and is not a checkpoint directory; refusing to "
-            "replace it"
+            f"path: {destination} exists and is not a {kind}; refusing to replace it"
         )
     parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(parent, destination.name)

@@ -38,6 +38,7 @@ from bufcore.persist.hashing import seal_file
 from bufcore.persist.hdf5 import (
     PayloadReader,
     block_entry,
+    check_hdf5_name,
     payload_stream,
     write_payload,
 )
@@ -95,12 +96,12 @@ def save_checkpoint(path: str | os.PathLike[str], checkpoint: BufferCheckpoint) 
     """
     names = {p: join_key_path(p, checkpoint.separator) for p in checkpoint.spec}
     for key_path, name in names.items():
-        if "/" in name:
-            raise ValueError(
-                f"key {format_key_path(key_path)} contains '/', which HDF5 reads as a group path"
-            )
+        check_hdf5_name(name, f"key {format_key_path(key_path)}: dataset name")
     publish_directory(
-        path, lambda staging: _write_files(staging, checkpoint, names), replaceable=_replaceable
+        path,
+        lambda staging: _write_files(staging, checkpoint, names),
+        replaceable=_replaceable,
+        kind="checkpoint directory",
     )
 
 
@@ -124,6 +125,7 @@ def _write_files(staging: Path, checkpoint: BufferCheckpoint, names: dict[KeyPat
         hasher.close()
     files.update({name: seal_file(staging / name) for name in (CONFIG, STATE)})
     manifest = build_manifest(
+        names=names,
         target=checkpoint.target,
         separator=checkpoint.separator,
         batch_dims=checkpoint.batch_dims,

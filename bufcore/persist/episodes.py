@@ -31,8 +31,10 @@ import h5py
 import numpy as np
 import torch
 
+from bufcore.checks import check_int
 from bufcore.errors import KeyPathError
 from bufcore.persist.atomic import publish_file
+from bufcore.persist.hdf5 import check_hdf5_name
 from bufcore.tree import KeyPath, flatten, format_key_path, to_tensor, unflatten
 
 NUM_EPISODES = "num_episodes"
@@ -105,7 +107,8 @@ def _validate_episodes(
         first: tuple[KeyPath, int] | None = None
         for key_path, leaf in flat.items():
             where = f"{argument}{format_key_path(key_path)}"
-            _check_hdf5_names(key_path, where)
+            for part in key_path:
+                check_hdf5_name(part, f"{where}: key")
             array = _leaf_to_numpy(leaf, key_path, argument)
             if array.ndim == 0:
                 raise ValueError(f"{where}: expected a leading time axis, got a scalar")
@@ -136,15 +139,6 @@ def _leaf_to_numpy(leaf: Any, key_path: KeyPath, argument: str) -> np.ndarray[An
     if tensor.is_complex() or tensor.dtype == torch.bfloat16:
         raise TypeError(f"{where}: torch dtype {tensor.dtype} cannot be stored in HDF5")
     return tensor.detach().cpu().numpy()
-
-
-def _check_hdf5_names(key_path: KeyPath, where: str) -> None:
-    for part in key_path:
-        if part in ("", ".") or "/" in part:
-            raise ValueError(
-                f"{where}: key {part!r} cannot name an HDF5 dataset or group "
-                f"(empty, '.', or containing '/')"
-            )
 
 
 def _check_same_keys(
@@ -245,14 +239,16 @@ def _episode_groups(h5: h5py.File, file: Path) -> list[h5py.Group]:
         raise ValueError(f"{file}: missing the {NUM_EPISODES!r} attribute of an episode file")
     raw = h5.attrs[NUM_EPISODES]
     value = raw.item() if isinstance(raw, np.ndarray) and raw.size == 1 else raw
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(f"{file}: attribute {NUM_EPISODES!r} must be an int >= 0, got {raw!r}")
+    try:
+        count = check_int(value, f"{file}: attribute {NUM_EPISODES!r}", minimum=0)
+    except TypeError as err:  # a malformed file: a ValueError whatever the wrong kind
+        raise ValueError(str(err)) from err
     groups = []
-    for i in range(int(value)):
+    for i in range(count):
         name = f"{EPISODE_PREFIX}{i}"
         group = h5.get(name)
         if group is None:
-            raise ValueError(f"{file}: {NUM_EPISODES} is {int(value)} but group {name} is missing")
+            raise ValueError(f"{file}: {NUM_EPISODES} is {count} but group {name} is missing")
         if not isinstance(group, h5py.Group):
             raise ValueError(f"{file}: {name} must be a group of datasets, got a dataset")
         groups.append(group)

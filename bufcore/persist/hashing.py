@@ -239,10 +239,21 @@ def seal_file(path: Path, digest: Callable[[], dict[str, Any]] | None = None) ->
     pages from the page cache while the kernel writes them out, so sealing costs about as much as
     the fsync alone. ``digest``, when given, supplies the entry instead (buffer.hdf5's block
     digests, taken while the file was written); it is awaited during the fsync.
+
+    Raises:
+        OSError: the fsync failed (the file may not be on disk).
     """
+    failure: list[OSError] = []
+
+    def sync(fd: int) -> None:
+        try:
+            os.fsync(fd)
+        except OSError as err:  # raised below, on the calling thread
+            failure.append(err)
+
     fd = os.open(path, os.O_RDONLY)
     try:
-        syncer = threading.Thread(target=os.fsync, args=(fd,))
+        syncer = threading.Thread(target=sync, args=(fd,))
         syncer.start()
         try:
             if digest is not None:
@@ -254,4 +265,6 @@ def seal_file(path: Path, digest: Callable[[], dict[str, Any]] | None = None) ->
             syncer.join()
     finally:
         os.close(fd)
+    if failure:
+        raise failure[0]
     return entry

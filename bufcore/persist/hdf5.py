@@ -64,6 +64,19 @@ _HASH_BLOCK_BYTES = 32 << 20
 _HASH_THREADS = 2
 
 
+def check_hdf5_name(name: str, where: str) -> None:
+    """Refuse a name HDF5 cannot give a dataset or group: empty, ``.``, or containing ``/``
+    (HDF5 reads it as a path of groups).
+
+    Raises:
+        ValueError: such a name; the message starts with ``where``.
+    """
+    if name in ("", ".") or "/" in name:
+        raise ValueError(
+            f"{where} {name!r} cannot name an HDF5 dataset or group (empty, '.', or containing '/')"
+        )
+
+
 def storage_dtype(dtype: torch.dtype) -> torch.dtype:
     # numpy (and so HDF5 via h5py) has no bfloat16: store its bits as int16.
     return torch.int16 if dtype == torch.bfloat16 else dtype
@@ -334,7 +347,7 @@ class PayloadReader:
         stream = self._stream
         if regions:
             owned = stream is None or not stream.consuming
-            if stream is None or not stream.consuming:
+            if stream is None or owned:
                 # No manifest, or _read_through detached the stream: it cannot be rewound.
                 stream = payload_stream(self.path, None)
             try:

@@ -37,6 +37,7 @@ MANIFEST = "manifest.json"
 
 def build_manifest(
     *,
+    names: dict[KeyPath, str],
     target: str,
     separator: str,
     batch_dims: int,
@@ -45,7 +46,10 @@ def build_manifest(
     spec: Spec,
     files: dict[str, Any],
 ) -> dict[str, Any]:
-    """The manifest of a checkpoint whose files have the given entries, checksum included."""
+    """The manifest of a checkpoint whose files have the given entries, checksum included.
+
+    ``names`` gives each leaf's dataset name (its key path joined with ``separator``).
+    """
     manifest: dict[str, Any] = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -57,7 +61,7 @@ def build_manifest(
         "spec": [
             {
                 "key_path": list(path),
-                "name": separator.join(path),
+                "name": names[path],
                 "shape": list(leaf.shape),
                 "dtype": dtype_name(leaf.dtype),
             }
@@ -148,18 +152,19 @@ def payload_digests(path: Path, manifest: dict[str, Any]) -> Digests:
     entry = manifest["files"][PAYLOAD]
     if not isinstance(entry, dict):
         raise CorruptCheckpointError(path, f"manifest entry is not an object: {entry!r}")
-    size = entry.get("size")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise CorruptCheckpointError(path, f"manifest size must be an int >= 0, got {size!r}")
+    try:
+        size = check_int(entry.get("size"), "manifest size", minimum=0)
+    except (TypeError, ValueError) as err:
+        raise CorruptCheckpointError(path, str(err)) from err
     if manifest["format_version"] < 2:
         digest = entry.get("sha256")
         if not isinstance(digest, str):
             raise CorruptCheckpointError(path, f"manifest sha256 must be a str, got {digest!r}")
         return Digests(size, None, (digest,))
     block = entry.get("block_bytes")
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1 or block & (block - 1):
+    if not isinstance(block, int) or isinstance(block, bool) or block < 1 or block & (block - 1):
         raise CorruptCheckpointError(
-            path, f"manifest block_bytes must be a power of two, got {block!r}"
+            path, f"manifest block_bytes: expected a power of two, got {block!r}"
         )
     blocks = entry.get("sha256_blocks")
     if not isinstance(blocks, list) or not all(isinstance(d, str) for d in blocks):

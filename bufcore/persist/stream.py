@@ -278,10 +278,11 @@ class PayloadStream:
 
 # ----------------------------------------------------------------- copying into rows
 def byte_rows(dest: torch.Tensor, batch_dims: int) -> torch.Tensor | None:
-    """``dest`` viewed as ``uint8 [slots, bytes per slot]``, or None where no such view exists."""
+    """``dest`` viewed as ``uint8 [cells, bytes per cell]`` (a cell: one row of one env), or
+    None where no such view exists."""
     try:
-        slots = dest.view(-1, *dest.shape[batch_dims:])
-        raw = slots.unsqueeze(-1).view(torch.uint8)
+        cells = dest.view(-1, *dest.shape[batch_dims:])
+        raw = cells.unsqueeze(-1).view(torch.uint8)
         return raw.view(raw.shape[0], -1)
     except RuntimeError:
         return None

@@ -222,3 +222,16 @@ def test_saved_expert_priorities_that_cannot_be_used_are_a_corrupt_state(
     with pytest.raises(CorruptCheckpointError, match=match) as caught:
         load_buffer(path)
     assert caught.value.path == path / "state.json"
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [({"_idx": 2}, "_idx"), ({"_is_full": False}, "_is_full"), ({"_is_full": 1}, "_is_full")],
+)
+def test_an_expert_checkpoint_that_is_not_full_is_refused(
+    tmp_path: Path, edit: dict[str, Any], field: str
+) -> None:
+    path = expert_buffer(tmp_path / "expert")
+    rewrite(path, "config.json", edit)
+    with pytest.raises(CorruptCheckpointError, match=rf"config\['{field}'\]: an expert buffer is"):
+        load_buffer(path)

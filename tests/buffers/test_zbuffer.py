@@ -126,3 +126,19 @@ def test_a_z_buffer_lives_and_samples_on_its_device(device: str) -> None:
     buffer.add(numbered(0, 3))
     assert buffer.sample(5).device.type == device
     assert buffer.sample(5, device="cpu").device.type == "cpu"
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float8_e4m3fn])
+def test_a_dtype_that_cannot_be_stored_is_refused_at_construction(dtype: torch.dtype) -> None:
+    with pytest.raises(ValueError, match="dtype: expected one of"):
+        ZBuffer(4, 3, dtype=dtype)
+
+
+def test_an_unknown_sample_device_is_refused_before_anything_is_drawn() -> None:
+    buffer = ZBuffer(4, 1, seed=1)
+    buffer.add(np.arange(4, dtype=np.float32)[:, None])
+    twin = ZBuffer(4, 1, seed=1)
+    twin.add(np.arange(4, dtype=np.float32)[:, None])
+    with pytest.raises(ValueError, match="device"):
+        buffer.sample(2, device="bogus")
+    assert torch.equal(buffer.sample(4), twin.sample(4))

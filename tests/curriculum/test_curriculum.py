@@ -132,3 +132,11 @@ def test_construction_rejects_invalid_options(options: dict[str, Any], match: st
     with pytest.raises(ValueError, match=match):
         Curriculum(FakeBuffer([0]), **options)
 
+
+def test_the_curriculum_names_import_from_the_package_as_before() -> None:
+    from bufcore.curriculum import Curriculum as Imported
+    from bufcore.curriculum import emd, emd_to_priorities
+
+    assert Imported is Curriculum
+    assert emd([[0.0]], [[2.0]]) == 2.0
+    assert emd_to_priorities([1.0], mode="lin").tolist() == [2.0]

@@ -149,6 +149,15 @@ def test_a_key_containing_the_separator_raises_at_save_and_writes_nothing(tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("key", ["a/b", ".", ""])
+def test_a_key_hdf5_cannot_name_raises_at_save_and_writes_nothing(tmp_path: Path, key: str) -> None:
+    buffer = DictBuffer(capacity=3, nested_key_separator="::")
+    buffer.extend({key: np.zeros((1, 2))})
+    with pytest.raises(ValueError, match="cannot name an HDF5 dataset"):
+        buffer.save(tmp_path / "ckpt")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_saving_over_a_checkpoint_replaces_it_and_leaves_no_staging(tmp_path: Path) -> None:
     filled(4, 2).save(tmp_path / "ckpt")
     newer = filled(6, 5)

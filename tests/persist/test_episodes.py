@@ -207,7 +207,7 @@ def test_a_missing_num_episodes_attribute_raises(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", [-1, 1.5, "2"])
 def test_a_malformed_num_episodes_attribute_raises(tmp_path: Path, value: Any) -> None:
     path = write_raw(tmp_path / "m.h5", [{"a": np.zeros(2)}], num_episodes=value)
-    with pytest.raises(ValueError, match=r"m\.h5: attribute 'num_episodes' must be an int >= 0"):
+    with pytest.raises(ValueError, match=r"m\.h5: attribute 'num_episodes': expected an int"):
         load_episode_based_h5(path)
 
 

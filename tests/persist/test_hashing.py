@@ -140,3 +140,17 @@ def test_a_whole_file_digest_mismatch_says_so() -> None:
     expected = Digests(3, None, (hashlib.sha256(b"abc").hexdigest(),))
     error = mismatch(Path("f"), expected, [hashlib.sha256(b"abd").hexdigest()], 3)
     assert error is not None and "sha256 does not match" in str(error)
+
+
+def test_seal_file_raises_when_the_fsync_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("bufcore.persist.hashing.os.fsync", failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        seal_file(path)

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bufcore.curriculum.emd import emd
+from bufcore.curriculum.transport import emd
 
 
 # ----------------------------------------------------------------------------- emd

@@ -35,13 +35,8 @@ import torch
 from bufcore.errors import CorruptCheckpointError, StateError, StatePart
 from bufcore.persist.atomic import publish_directory
 from bufcore.persist.hashing import seal_file
-from bufcore.persist.hdf5 import (
-    PayloadReader,
-    block_entry,
-    check_hdf5_name,
-    payload_stream,
-    write_payload,
-)
+from bufcore.persist.hdf5 import block_entry, check_hdf5_name, payload_stream, write_payload
+from bufcore.persist.hdf5_read import PayloadReader
 from bufcore.persist.manifest import (
     CONFIG,
     MANIFEST,

@@ -1,4 +1,4 @@
-"""``buffer.hdf5``: the rows of a checkpoint, streamed to and from each dataset's extent.
+"""``buffer.hdf5``: its layout, and the rows of a checkpoint streamed into each dataset's extent.
 
 Layout: one contiguous, uncompressed dataset per leaf, named by its key path joined with the
 nested key separator, shape ``[rows, (env,) *trailing]``; bfloat16 is stored as its int16 bits
@@ -11,10 +11,9 @@ when its first data byte is written, and its blocks are hashed front to back by 
 threads while the rows are still being packed and written, instead of re-reading the file
 afterwards. Writeback starts slot by slot, so the fsync that follows has little left.
 
-Loading (:class:`PayloadReader`): the file is read once, front to back, by a
-:class:`~bufcore.persist.stream.PayloadStream` that hashes every chunk, and the loader copies each
-dataset's bytes from those chunks straight into the buffer's rows. A dataset stored otherwise
-(chunked, compressed, another byte order) is read through h5py instead.
+Loading (:mod:`bufcore.persist.hdf5_read`): the file is read once, front to back, by a
+:class:`~bufcore.persist.stream.PayloadStream` (:func:`payload_stream`) that hashes every chunk,
+and the loader copies each dataset's bytes from those chunks straight into the buffer's rows.
 
 The tunables below are read at call time, so tests can shrink them.
 """
@@ -31,21 +30,11 @@ import h5py
 import numpy as np
 import torch
 
-from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.hashing import Digests, StreamHasher, hash_file_range
-from bufcore.persist.stream import (
-    PayloadStream,
-    SlotRing,
-    byte_rows,
-    copy_regions,
-    copy_tensor,
-    row_bytes,
-)
+from bufcore.persist.stream import PayloadStream, SlotRing, copy_tensor, row_bytes
 from bufcore.persist.syscalls import pwrite_all, start_writeback
-from bufcore.tree import KeyPath, LeafSpec, Spec, split_key_name
+from bufcore.tree import KeyPath, Spec
 
-# Rows read through h5py (datasets not stored as one native extent) move in blocks of this size.
-_BLOCK_BYTES = 64 << 20
 # Saves and loads move buffer.hdf5 through a few reusable slots of this size: small enough to stay
 # in the last-level cache between packing, writing and hashing one, large enough that the
 # per-slot Python overhead is negligible.
@@ -196,224 +185,3 @@ def payload_stream(path: Path, expected: Digests | None) -> PayloadStream:
         first_read=_FIRST_READ_BYTES,
         threads=_HASH_THREADS,
     )
-
-
-class PayloadReader:
-    """buffer.hdf5 of a checkpoint being loaded: its leaves, and their rows copied out once.
-
-    Args:
-        path: The file.
-        stream: The stream already reading (and hashing) it, or None (no manifest): then a
-            stream without hashing is started when the rows are read.
-    """
-
-    def __init__(self, path: Path, stream: PayloadStream | None) -> None:
-        self.path = path
-        self._stream = stream
-        self._h5: h5py.File | None = None
-        self._names: dict[KeyPath, str] = {}
-        self._batch_dims = 1
-
-    def _file(self) -> h5py.File:
-        if self._h5 is None:
-            if self._stream is not None:
-                # The metadata sits in the first chunk read; h5py then reads it from memory
-                # rather than waiting on the disk with the GIL held, which would stall hashing.
-                self._stream.wait_started()
-            if not self.path.exists():
-                raise CorruptCheckpointError(self.path, "file is missing")
-            try:
-                self._h5 = h5py.File(self.path, "r")
-            except OSError as err:
-                raise CorruptCheckpointError(
-                    self.path, f"not a readable HDF5 file ({err})"
-                ) from err
-        return self._h5
-
-    def close(self) -> None:
-        if self._h5 is not None:
-            self._h5.close()
-            self._h5 = None
-
-    def leaves(
-        self, listed: tuple[Spec, dict[KeyPath, str]] | None, separator: str, batch_dims: int
-    ) -> tuple[Spec, int | None, int]:
-        """The spec, env count and row count of the stored leaves.
-
-        Args:
-            listed: The spec and dataset names the manifest lists, or None to infer them from
-                the datasets (splitting their names on ``separator``), which is how BFM-Zero's
-                own checkpoints are read.
-            separator: The nested key separator.
-            batch_dims: Leading batch axes of every dataset.
-
-        Raises:
-            CorruptCheckpointError: datasets disagree with the manifest or with each other.
-        """
-        h5 = self._file()
-        datasets = {name: obj for name, obj in h5.items() if isinstance(obj, h5py.Dataset)}
-        groups = [name for name, obj in h5.items() if not isinstance(obj, h5py.Dataset)]
-        if groups:
-            raise CorruptCheckpointError(
-                self.path, f"unexpected groups {groups}; expected datasets"
-            )
-        self._batch_dims = batch_dims
-        if listed is not None:
-            spec, self._names = dict(listed[0]), dict(listed[1])
-            unknown = sorted(set(datasets) - set(self._names.values()))
-            if unknown:
-                raise CorruptCheckpointError(
-                    self.path, f"datasets {unknown} are not in the manifest"
-                )
-        else:
-            spec, self._names = self._infer(datasets, separator, batch_dims)
-        lead_shapes = set()
-        for path, leaf in spec.items():
-            name = self._names[path]
-            if name not in datasets:
-                raise CorruptCheckpointError(self.path, f"dataset {name!r} is missing")
-            shape = tuple(datasets[name].shape)
-            if shape[batch_dims:] != leaf.shape:
-                raise CorruptCheckpointError(
-                    self.path,
-                    f"dataset {name!r} has shape {shape}, expected trailing {leaf.shape}",
-                )
-            lead_shapes.add(shape[:batch_dims])
-        if len(lead_shapes) > 1:
-            raise CorruptCheckpointError(
-                self.path, f"datasets disagree on their leading axes: {sorted(lead_shapes)}"
-            )
-        lead = lead_shapes.pop() if lead_shapes else (0,) * batch_dims
-        env_count = int(lead[1]) if batch_dims == 2 and spec else None
-        return spec, env_count, int(lead[0])
-
-    def _infer(
-        self, datasets: dict[str, h5py.Dataset], separator: str, batch_dims: int
-    ) -> tuple[Spec, dict[KeyPath, str]]:
-        spec: Spec = {}
-        names: dict[KeyPath, str] = {}
-        for name, dataset in datasets.items():
-            try:
-                # Stored byte order is HDF5's business: rows are read in native order.
-                native = dataset.dtype.newbyteorder("=")
-                dtype = torch.from_numpy(np.empty(0, dtype=native)).dtype
-            except TypeError as err:
-                raise CorruptCheckpointError(
-                    self.path, f"dataset {name!r} has dtype {dataset.dtype}, not a numeric one"
-                ) from err
-            if dataset.ndim < batch_dims:
-                raise CorruptCheckpointError(
-                    self.path,
-                    f"dataset {name!r} has shape {dataset.shape}, expected at least "
-                    f"{batch_dims} leading axes",
-                )
-            path = split_key_name(name, separator)
-            spec[path] = LeafSpec(tuple(dataset.shape[batch_dims:]), dtype)
-            names[path] = name
-        return spec, names
-
-    def read_leaves(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        """Copy the rows of every leaf in ``dests`` into it (any device, may be strided views).
-
-        The file is read once, front to back, and each dataset's bytes go from the chunks read
-        straight into its destination (hashed on the way when the stream has a manifest). A
-        dataset stored otherwise than as one contiguous run of the native bytes (chunked,
-        compressed, another byte order) is read through HDF5 instead.
-
-        Raises:
-            CorruptCheckpointError: reading failed, or datasets lie outside the file.
-        """
-        h5 = self._file()
-        regions: list[tuple[int, int, torch.Tensor]] = []
-        others: list[KeyPath] = []
-        for key, dest in dests.items():
-            dataset = h5[self._names[key]]
-            if dest.numel() == 0 and tuple(dataset.shape) == tuple(dest.shape):
-                continue
-            region = _raw_region(dataset, dest, self._batch_dims)
-            if region is None:
-                others.append(key)
-            else:
-                regions.append(region)
-        regions.sort(key=lambda region: region[0])
-        size = self.path.stat().st_size
-        for (offset, nbytes, _), (following, _, _) in itertools.pairwise(regions):
-            if offset + nbytes > following:
-                raise CorruptCheckpointError(self.path, "datasets overlap")
-        if regions and regions[-1][0] + regions[-1][1] > size:
-            raise CorruptCheckpointError(
-                self.path, f"datasets reach past the end ({size} bytes)"
-            )
-        stream = self._stream
-        if regions:
-            owned = stream is None or not stream.consuming
-            if stream is None or owned:
-                # No manifest, or _read_through detached the stream: it cannot be rewound.
-                stream = payload_stream(self.path, None)
-            try:
-                copy_regions(stream.chunks(), regions, self.path)
-            except BaseException:
-                if owned:
-                    stream.finish()
-                raise
-            finally:
-                stream.detach()  # the hashing goes on alone
-            if owned and (damage := stream.finish()) is not None:
-                raise damage
-        elif stream is not None:
-            stream.detach()
-        for key in others:
-            self._read_through(key, dests[key])
-
-    def _read_through(self, path: KeyPath, dest: torch.Tensor) -> None:
-        """Copy the rows of leaf ``path`` into ``dest`` through h5py (any layout, byte order)."""
-        if self._stream is not None:
-            self._stream.detach()  # this reads through HDF5; the stream only hashes from now on
-        name = self._names[path]
-        dataset = self._file()[name]
-        rows = dataset.shape[0]
-        width = max(1, int(np.prod(dataset.shape[1:], dtype=np.int64)) * dataset.dtype.itemsize)
-        step = max(1, min(rows, _BLOCK_BYTES // width))
-        # HDF5 converts the stored byte order to the block's native one while reading.
-        block = np.empty((step, *dataset.shape[1:]), dtype=dataset.dtype.newbyteorder("="))
-        stored = storage_dtype(dest.dtype)
-        target = dest.view(stored) if stored != dest.dtype else dest
-        try:
-            for start in range(0, rows, step):
-                stop = min(rows, start + step)
-                dataset.read_direct(
-                    block, source_sel=np.s_[start:stop], dest_sel=np.s_[: stop - start]
-                )
-                target[start:stop].copy_(torch.from_numpy(block[: stop - start]))
-        except OSError as err:
-            raise CorruptCheckpointError(
-                self.path, f"reading {name!r} failed ({err})"
-            ) from err
-
-
-def _raw_region(
-    dataset: h5py.Dataset, dest: torch.Tensor, batch_dims: int
-) -> tuple[int, int, torch.Tensor] | None:
-    """``(file offset, bytes, dest as byte rows)`` to copy ``dataset`` from the raw file.
-
-    None when the dataset must be read through HDF5: a layout other than one contiguous
-    unfiltered extent, a file type other than the native one of ``dest``'s dtype, or a shape or
-    strides of ``dest`` that do not allow the copy.
-    """
-    if tuple(dataset.shape) != tuple(dest.shape):
-        return None
-    plist = dataset.id.get_create_plist()
-    if (
-        plist.get_layout() != h5py.h5d.CONTIGUOUS
-        or plist.get_nfilters() != 0
-        or plist.get_external_count() != 0
-    ):
-        return None
-    if dataset.id.get_type() != h5py.h5t.py_create(numpy_dtype(dest.dtype)):
-        return None
-    offset = dataset.id.get_offset()
-    nbytes = dest.numel() * dest.element_size()
-    if offset is None or dataset.id.get_storage_size() != nbytes:
-        return None
-    rows = byte_rows(dest, batch_dims)
-    return None if rows is None else (int(offset), nbytes, rows)

@@ -1,0 +1,1 @@
+"""Training runs: the demo run (and, later, run logs)."""

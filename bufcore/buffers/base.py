@@ -220,7 +220,9 @@ def load_buffer(path: str | os.PathLike[str], device: str | torch.device | None 
         device: Where to put the tensors; ``None`` keeps the device recorded in config.json.
 
     Raises:
-        ValueError: unknown ``__target__`` (the message lists the known ones).
+        ValueError: unknown ``__target__`` (the message lists the known ones), or ``device``
+            is not a device.
+        TypeError: ``device`` is neither a str nor a ``torch.device``.
         CorruptCheckpointError: a file is damaged or differs from the manifest.
         FileNotFoundError: ``path`` is not a directory.
     """

@@ -1,6 +1,8 @@
 """Every exception bufcore raises on purpose, beyond Python's own ``TypeError``/``ValueError``.
 
-- :class:`CorruptCheckpointError`: a file on disk is damaged or malformed (names the file).
+- :class:`CorruptFileError`: a file bufcore reads is damaged or malformed, or asks for what
+  bufcore refuses to do (read another file through a link, say); names the file.
+  :class:`CorruptCheckpointError` is the one raised for a checkpoint's files.
 - :class:`StateError`: saved state handed back to bufcore (a checkpoint's config or state, a
   curriculum's ``state_dict``) is malformed. It says which part (``"config"``, ``"state"`` or
   ``"rows"``) so that ``bufcore.persist`` can name the file that part came from.
@@ -19,16 +21,24 @@ from typing import Literal
 StatePart = Literal["config", "state", "rows"]
 
 
-class CorruptCheckpointError(ValueError):
-    """A checkpoint file is damaged: wrong checksum or size, unreadable, or malformed.
+class CorruptFileError(ValueError):
+    """A file is damaged, malformed, or refused (it links to data outside itself, say).
 
     Attributes:
-        path: The damaged file.
+        path: The file.
     """
+
+    label = "corrupt file"
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = Path(path)
-        super().__init__(f"corrupt checkpoint file {self.path}: {problem}")
+        super().__init__(f"{self.label} {self.path}: {problem}")
+
+
+class CorruptCheckpointError(CorruptFileError):
+    """A checkpoint file is damaged: wrong checksum or size, unreadable, or malformed."""
+
+    label = "corrupt checkpoint file"
 
 
 class StateError(ValueError):

@@ -17,6 +17,7 @@ buffer reads its rows straight from the checkpoint into freshly allocated storag
 from __future__ import annotations
 
 import os
+import warnings
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, TypeVar
 
@@ -198,6 +199,14 @@ def _build(base: type[B], opened: OpenedCheckpoint, device: torch.device | None)
     kwargs["seed"] = state.optional("seed", None).validate(check_seed)
     if device is not None:
         kwargs["device"] = device
+    elif not _available(saved_on := config.optional("device", "cpu").validate(check_device)):
+        warnings.warn(
+            f"{opened.path}: saved on device {str(saved_on)!r}, which this host does not have; "
+            "loading onto the CPU (pass device= to choose; the sample stream is reseeded)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        kwargs["device"] = torch.device("cpu")
     try:
         buffer = cls(**kwargs)
     except (TypeError, ValueError, KeyError) as err:
@@ -210,6 +219,19 @@ def _build(base: type[B], opened: OpenedCheckpoint, device: torch.device | None)
     if saved is not None:
         restore_generator(buffer._generator, saved)
     return buffer
+
+
+def _available(device: torch.device) -> bool:
+    """Whether tensors can be made on ``device`` on this host."""
+    if device.type == "cpu":
+        return True
+    if device.type == "cuda":
+        return torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
+    try:
+        torch.empty(0, device=device)
+    except RuntimeError:
+        return False
+    return True
 
 
 def load_buffer(path: str | os.PathLike[str], device: str | torch.device | None = None) -> Any:

@@ -59,18 +59,41 @@ def remove_stale_staging(parent: Path, name: str) -> None:
             continue
 
 
+def resolve_destination(path: str | os.PathLike[str]) -> Path:
+    """The absolute path a publish writes to: a symbolic link at ``path`` is written through.
+
+    ``latest -> ckpt_100``: saving to ``latest`` replaces ``ckpt_100`` and keeps the link (a
+    dangling link's target is created). Replacing the link itself would leave ``ckpt_100``
+    stale and the link gone.
+
+    Raises:
+        FileExistsError: ``path`` is a symbolic link that never resolves (a loop).
+    """
+    destination = Path(path).absolute()
+    if destination.is_symlink():
+        destination = Path(os.path.realpath(destination))
+        if destination.is_symlink():
+            raise FileExistsError(f"path: {path} is a symbolic link loop; refusing to follow it")
+    return destination
+
+
 def publish_file(path: str | os.PathLike[str], write: Callable[[Path], None]) -> None:
     """Run ``write(staging)`` to create a file beside ``path``, then rename it over ``path``.
 
     The file gets the usual umask-derived mode. Nothing is left behind when ``write`` raises.
+    A symbolic link at ``path`` is written through (:func:`resolve_destination`).
 
     Raises:
         FileNotFoundError: the parent directory does not exist.
+        IsADirectoryError: ``path`` is a directory.
+        FileExistsError: ``path`` is a symbolic link loop.
     """
-    destination = Path(path).absolute()
+    destination = resolve_destination(path)
     parent = destination.parent
     if not parent.is_dir():  # a file's directory is the caller's; checkpoints create theirs
         raise FileNotFoundError(f"path: directory {parent} does not exist")
+    if destination.is_dir():
+        raise IsADirectoryError(f"path: {destination} is a directory; refusing to replace it")
     remove_stale_staging(parent, destination.name)
     # A fresh name rather than mkstemp: the writer creates the file (h5py insists), with the
     # usual umask-derived mode instead of mkstemp's private one.
@@ -94,6 +117,8 @@ def publish_directory(
 ) -> None:
     """Run ``write(staging)`` to fill a directory beside ``path``, then swap it into place.
 
+    A symbolic link at ``path`` is written through (:func:`resolve_destination`).
+
     Args:
         path: Where the directory appears; missing parents are created.
         write: Fills the staging directory (its files need not be fsynced; this does not do it
@@ -102,10 +127,11 @@ def publish_directory(
         kind: What such a directory is, for the refusal (``"checkpoint directory"``).
 
     Raises:
-        FileExistsError: ``path`` is a file, or a directory ``replaceable`` refuses (refusing
-            protects user data from being swapped out and deleted).
+        FileExistsError: ``path`` is a file, a symbolic link loop, or a directory
+            ``replaceable`` refuses (refusing protects user data from being swapped out and
+            deleted).
     """
-    destination = Path(path).absolute()
+    destination = resolve_destination(path)
     parent = destination.parent
     if destination.exists() and (not destination.is_dir() or not replaceable(destination)):
         raise FileExistsError(

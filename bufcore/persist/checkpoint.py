@@ -22,6 +22,7 @@ Publishing is atomic (:func:`bufcore.persist.atomic.publish_directory`); nothing
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -45,10 +46,11 @@ from bufcore.persist.manifest import (
     build_manifest,
     check_manifest,
     manifest_spec,
+    parse_json,
     payload_digests,
-    read_json,
-    verify_file,
+    verify_bytes,
 )
+from bufcore.persist.snapshot import CheckpointSnapshot
 from bufcore.persist.stream import PayloadStream
 from bufcore.tree import KeyPath, Spec, format_key_path, join_key_path
 
@@ -56,6 +58,10 @@ T = TypeVar("T")
 
 # Where each part of a buffer's saved state lives.
 _FILE_OF: dict[StatePart, str] = {"config": CONFIG, "state": STATE, "rows": PAYLOAD}
+_LISTED_MISSING = "file listed in the manifest is missing"
+# Opening starts over when a save swapped the directory meanwhile; a path replaced this often
+# while one load opens it is reported as it is.
+_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -101,8 +107,29 @@ def save_checkpoint(path: str | os.PathLike[str], checkpoint: BufferCheckpoint) 
 
 
 def _replaceable(path: Path) -> bool:
-    """Whether a save may replace the directory at ``path``: a checkpoint, or empty."""
-    return (path / CONFIG).exists() or (path / MANIFEST).exists() or not any(path.iterdir())
+    """Whether a save may replace (and delete) the directory at ``path``.
+
+    Only an empty directory, a bufcore checkpoint (a manifest whose checksum holds, and no
+    entry but the files it lists) or a BFM-Zero buffer directory (``config.json`` naming a
+    ``__target__``, and ``buffer.hdf5``, nothing else) may be: anything else may hold a user's
+    files, such as an experiment directory with its own ``config.json``.
+    """
+    entries = {entry.name: entry for entry in path.iterdir()}
+    if not entries:
+        return True
+    if any(entry.is_symlink() or not entry.is_file() for entry in entries.values()):
+        return False
+    try:
+        if MANIFEST in entries:
+            manifest = parse_json(entries[MANIFEST].read_bytes(), entries[MANIFEST])
+            check_manifest(path, manifest)
+            return set(entries) == {MANIFEST, *manifest["files"]}
+        if set(entries) - {CONFIG, PAYLOAD} or CONFIG not in entries:
+            return False
+        config = parse_json(entries[CONFIG].read_bytes(), entries[CONFIG])
+    except (CorruptCheckpointError, OSError):
+        return False
+    return isinstance(config.get("__target__"), str)
 
 
 def _write_files(staging: Path, checkpoint: BufferCheckpoint, names: dict[KeyPath, str]) -> None:
@@ -194,8 +221,25 @@ class OpenedCheckpoint:
         Raises:
             CorruptCheckpointError: the datasets disagree with the manifest or each other.
         """
-        listed = None if self.manifest is None else manifest_spec(self.path, self.manifest)
+        manifest = self.manifest
+        if manifest is None:
+            spec, env_count, count = self._reader.leaves(None, separator, batch_dims)
+            return CheckpointRows(self._reader, spec, env_count, count)
+        where = self.path / MANIFEST
+        if manifest["nested_key_separator"] != separator or manifest["batch_dims"] != batch_dims:
+            raise CorruptCheckpointError(
+                where,
+                f"nested_key_separator {manifest['nested_key_separator']!r} and batch_dims "
+                f"{manifest['batch_dims']} differ from the buffer's ({separator!r}, {batch_dims})",
+            )
+        listed = manifest_spec(self.path, manifest)
         spec, env_count, count = self._reader.leaves(listed, separator, batch_dims)
+        if count != manifest["rows"] or (spec and env_count != manifest["env_count"]):
+            raise CorruptCheckpointError(
+                where,
+                f"rows {manifest['rows']} and env_count {manifest['env_count']} differ from "
+                f"buffer.hdf5's ({count}, {env_count})",
+            )
         return CheckpointRows(self._reader, spec, env_count, count)
 
 
@@ -203,7 +247,10 @@ class OpenedCheckpoint:
 def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[OpenedCheckpoint]:
     """Open a checkpoint directory for loading, verifying it against its manifest.
 
-    The small JSON files are verified before anything is parsed, and the manifest entry of
+    Every file is read through one handle of the directory (:mod:`bufcore.persist.snapshot`),
+    so what a load returns comes from one checkpoint even while a save of the same path swaps
+    another in; a file that vanished because of such a swap starts the opening over. The small
+    JSON files are verified before anything is parsed, and the manifest entry of
     ``buffer.hdf5`` is checked for consistency (block size, block count); ``buffer.hdf5`` is then
     read once by a background thread while hashing threads hash its blocks and the caller copies
     rows out of the same chunks, and a mismatch is raised when the block exits (so a damaged file
@@ -214,31 +261,18 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[OpenedCheckpoint]:
         CorruptCheckpointError: a file is missing, malformed, or differs from the manifest.
     """
     root = Path(path)
-    if not root.is_dir():
-        raise FileNotFoundError(f"path: no checkpoint directory at {root}")
-    manifest: dict[str, Any] | None = None
-    stream: PayloadStream | None = None
-    if (root / MANIFEST).exists():
-        manifest = read_json(root / MANIFEST)
-        check_manifest(root, manifest)
-        for name, expected in manifest["files"].items():
-            if name != PAYLOAD:
-                verify_file(root / name, expected)
-        stream = payload_stream(root / PAYLOAD, payload_digests(root / PAYLOAD, manifest))
-    reader = PayloadReader(root / PAYLOAD, stream)
+    for attempt in itertools.count(1):
+        with CheckpointSnapshot(root) as snapshot:
+            try:
+                files = _open_files(snapshot)
+                break
+            except CorruptCheckpointError:
+                if attempt < _ATTEMPTS and snapshot.swapped():
+                    continue  # a save replaced the directory while it was being opened
+                raise
+    manifest, config, state, stream, reader = files
     try:
         try:
-            config = read_json(root / CONFIG)
-            state = read_json(root / STATE) if (root / STATE).exists() else {}
-            written_by_bufcore = (root / STATE).exists() or str(
-                config.get("__target__")
-            ).startswith("bufcore.")
-            if manifest is None and written_by_bufcore:
-                # BFM-Zero writes neither state.json nor bufcore targets; bufcore always writes
-                # a manifest, so without it nothing could be verified.
-                raise CorruptCheckpointError(
-                    root / MANIFEST, "file is missing; bufcore checkpoints always have one"
-                )
             yield OpenedCheckpoint(root, config, state, manifest, reader)
         finally:
             reader.close()
@@ -248,6 +282,54 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[OpenedCheckpoint]:
         raise
     if stream is not None and (damage := stream.finish()) is not None:
         raise damage
+
+
+_Files = tuple[
+    dict[str, Any] | None, dict[str, Any], dict[str, Any], PayloadStream | None, PayloadReader
+]
+
+
+def _open_files(snapshot: CheckpointSnapshot) -> _Files:
+    """Read and verify the small files and open buffer.hdf5, all through ``snapshot``."""
+    root = snapshot.path
+    manifest: dict[str, Any] | None = None
+    texts: dict[str, bytes] = {}
+    if snapshot.has(MANIFEST):
+        manifest = parse_json(snapshot.read(MANIFEST), root / MANIFEST)
+        check_manifest(root, manifest)
+        for name, expected in manifest["files"].items():
+            if name != PAYLOAD:
+                texts[name] = snapshot.read(name, missing=_LISTED_MISSING)
+                verify_bytes(root / name, texts[name], expected)
+        digests = payload_digests(root / PAYLOAD, manifest)
+    else:
+        texts[CONFIG] = snapshot.read(CONFIG)
+        if snapshot.has(STATE):
+            texts[STATE] = snapshot.read(STATE)
+    config = parse_json(texts[CONFIG], root / CONFIG)
+    state = parse_json(texts[STATE], root / STATE) if STATE in texts else {}
+    bufcore_target = str(config.get("__target__")).startswith("bufcore.")
+    if manifest is None and (STATE in texts or bufcore_target):
+        # BFM-Zero writes neither state.json nor bufcore targets; bufcore always writes a
+        # manifest, so without it nothing could be verified.
+        raise CorruptCheckpointError(
+            root / MANIFEST, "file is missing; bufcore checkpoints always have one"
+        )
+    if manifest is not None and config.get("__target__") != manifest["target"]:
+        raise CorruptCheckpointError(
+            root / CONFIG,
+            f"__target__ {config.get('__target__')!r:.80} differs from the manifest's "
+            f"{manifest['target']!r}",
+        )
+    payload = snapshot.open(PAYLOAD, missing=_LISTED_MISSING if manifest else "file is missing")
+    stream = None
+    try:
+        if manifest is not None:
+            stream = payload_stream(root / PAYLOAD, os.dup(payload), digests)
+    except BaseException:
+        os.close(payload)
+        raise
+    return manifest, config, state, stream, PayloadReader(root / PAYLOAD, payload, stream)
 
 
 def load_checkpoint(path: str | os.PathLike[str], build: Callable[[OpenedCheckpoint], T]) -> T:

@@ -32,12 +32,15 @@ import numpy as np
 import torch
 
 from bufcore.checks import check_int
-from bufcore.errors import KeyPathError
+from bufcore.errors import CorruptFileError, KeyPathError
 from bufcore.persist.atomic import publish_file
 from bufcore.persist.hdf5 import check_hdf5_name
+from bufcore.persist.hdf5_guard import Member, local_members
 from bufcore.tree import KeyPath, flatten, format_key_path, to_tensor, unflatten
 
 NUM_EPISODES = "num_episodes"
+# Deeper nesting than any episode has; bounds a file whose groups link back to an ancestor.
+_MAX_DEPTH = 32
 EPISODE_PREFIX = "ep_"
 
 Episode = dict[str, Any]
@@ -194,7 +197,13 @@ def load_episode_based_h5(
     selected = _check_keys(keys)
     if not file.exists():
         raise FileNotFoundError(f"{file}: no such episode file")
-    with h5py.File(file, "r") as h5:
+    if not file.is_file():
+        raise CorruptFileError(file, "not a regular file")
+    try:
+        h5 = h5py.File(file, "r")
+    except OSError as err:
+        raise CorruptFileError(file, f"not a readable HDF5 file ({err})") from err
+    with h5:
         groups = _episode_groups(h5, file)
         if not groups:
             return []
@@ -203,7 +212,7 @@ def load_episode_based_h5(
             for key in selected:
                 if key not in groups[0]:
                     raise KeyPathError(f"{file}: unknown key {key!r}; the episodes hold {known}")
-        structures = [_structure(group, selected) for group in groups]
+        structures = [_structure(group, selected, file) for group in groups]
         for i, structure in enumerate(structures[1:], start=1):
             _check_same_keys(
                 structures[0].keys(),
@@ -243,10 +252,11 @@ def _episode_groups(h5: h5py.File, file: Path) -> list[h5py.Group]:
         count = check_int(value, f"{file}: attribute {NUM_EPISODES!r}", minimum=0)
     except TypeError as err:  # a malformed file: a ValueError whatever the wrong kind
         raise ValueError(str(err)) from err
-    groups = []
+    members = local_members(h5, file)
+    groups: list[h5py.Group] = []
     for i in range(count):
         name = f"{EPISODE_PREFIX}{i}"
-        group = h5.get(name)
+        group = members.get(name)
         if group is None:
             raise ValueError(f"{file}: {NUM_EPISODES} is {count} but group {name} is missing")
         if not isinstance(group, h5py.Group):
@@ -255,24 +265,29 @@ def _episode_groups(h5: h5py.File, file: Path) -> list[h5py.Group]:
     return groups
 
 
-def _structure(group: h5py.Group, selected: list[str] | None) -> dict[KeyPath, h5py.Dataset]:
+def _structure(
+    group: h5py.Group, selected: list[str] | None, file: Path
+) -> dict[KeyPath, h5py.Dataset]:
     # A selected key this episode lacks simply yields no path; the key-set comparison with
     # ep_0 then reports it.
-    names = list(group.keys()) if selected is None else [k for k in selected if k in group]
+    members = local_members(group, file)
+    if selected is not None:
+        members = {k: members[k] for k in selected if k in members}
     out: dict[KeyPath, h5py.Dataset] = {}
-    _walk(group, (), names, out)
+    _walk(members, (), out, file)
     return out
 
 
 def _walk(
-    group: h5py.Group, prefix: KeyPath, names: list[str], out: dict[KeyPath, h5py.Dataset]
+    members: dict[str, Member], prefix: KeyPath, out: dict[KeyPath, h5py.Dataset], file: Path
 ) -> None:
-    for name in names:
-        node = group[name]
+    if len(prefix) > _MAX_DEPTH:  # hard links can make a group its own descendant
+        raise CorruptFileError(file, f"groups nest deeper than {_MAX_DEPTH} levels at {prefix}")
+    for name, node in members.items():
         path = (*prefix, name)
         if isinstance(node, h5py.Group):
-            _walk(node, path, list(node.keys()), out)
-        elif isinstance(node, h5py.Dataset):
+            _walk(local_members(node, file), path, out, file)
+        else:
             out[path] = node
 
 
@@ -300,7 +315,9 @@ def _read(dataset: h5py.Dataset) -> Any:
     if _is_string(dataset):
         text = dataset.asstr(errors="replace")[()]
         return text if isinstance(text, str) else np.asarray(text, dtype=str)
-    return np.asarray(dataset[()])
+    array = np.asarray(dataset[()])
+    # Files written on big-endian machines come back in the host's byte order, as torch needs.
+    return array.astype(array.dtype.newbyteorder("="), copy=False)
 
 
 # ------------------------------------------------------------------------ motion lists

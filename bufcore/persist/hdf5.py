@@ -175,10 +175,12 @@ def block_entry(hasher: StreamHasher) -> dict[str, Any]:
     return {"size": size, "block_bytes": hasher.block_bytes, "sha256_blocks": digests}
 
 
-def payload_stream(path: Path, expected: Digests | None) -> PayloadStream:
-    """Start reading (and, with ``expected``, hashing) buffer.hdf5 through this module's slots."""
+def payload_stream(path: Path, fd: int, expected: Digests | None) -> PayloadStream:
+    """Start reading (and, with ``expected``, hashing) buffer.hdf5, open as ``fd`` (which the
+    stream then owns), through this module's slots."""
     return PayloadStream(
         path,
+        fd,
         expected,
         slots=_LOAD_SLOTS,
         slot_bytes=_SLOT_BYTES,

@@ -11,7 +11,9 @@ no manifest: their spec is inferred from the datasets.
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
+from typing import BinaryIO
 
 import h5py
 import numpy as np
@@ -19,6 +21,7 @@ import torch
 
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.hdf5 import numpy_dtype, payload_stream, storage_dtype
+from bufcore.persist.hdf5_guard import local_members
 from bufcore.persist.stream import PayloadStream, byte_rows, copy_regions
 from bufcore.tree import KeyPath, LeafSpec, Spec, split_key_name
 
@@ -29,16 +32,22 @@ _BLOCK_BYTES = 64 << 20
 class PayloadReader:
     """buffer.hdf5 of a checkpoint being loaded: its leaves, and their rows copied out once.
 
+    The file is read through ``fd`` alone, never reopened by path: a writer that swaps in a new
+    checkpoint meanwhile cannot mix its rows into this load (:mod:`bufcore.persist.snapshot`).
+
     Args:
-        path: The file.
+        path: The file (for messages).
+        fd: The file, open for reading; the reader owns it and closes it in :meth:`close`.
         stream: The stream already reading (and hashing) it, or None (no manifest): then a
             stream without hashing is started when the rows are read.
     """
 
-    def __init__(self, path: Path, stream: PayloadStream | None) -> None:
+    def __init__(self, path: Path, fd: int, stream: PayloadStream | None) -> None:
         self.path = path
+        self._fd = fd
         self._stream = stream
         self._h5: h5py.File | None = None
+        self._handle: BinaryIO | None = None
         self._names: dict[KeyPath, str] = {}
         self._batch_dims = 1
 
@@ -48,20 +57,27 @@ class PayloadReader:
                 # The metadata sits in the first chunk read; h5py then reads it from memory
                 # rather than waiting on the disk with the GIL held, which would stall hashing.
                 self._stream.wait_started()
-            if not self.path.exists():
-                raise CorruptCheckpointError(self.path, "file is missing")
+            handle = os.fdopen(os.dup(self._fd), "rb")
             try:
-                self._h5 = h5py.File(self.path, "r")
+                self._h5 = h5py.File(handle, "r")
             except OSError as err:
+                handle.close()
                 raise CorruptCheckpointError(
                     self.path, f"not a readable HDF5 file ({err})"
                 ) from err
+            self._handle = handle
         return self._h5
 
     def close(self) -> None:
         if self._h5 is not None:
             self._h5.close()
             self._h5 = None
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def leaves(
         self, listed: tuple[Spec, dict[KeyPath, str]] | None, separator: str, batch_dims: int
@@ -79,8 +95,9 @@ class PayloadReader:
             CorruptCheckpointError: datasets disagree with the manifest or with each other.
         """
         h5 = self._file()
-        datasets = {name: obj for name, obj in h5.items() if isinstance(obj, h5py.Dataset)}
-        groups = [name for name, obj in h5.items() if not isinstance(obj, h5py.Dataset)]
+        members = local_members(h5, self.path, CorruptCheckpointError)
+        datasets = {name: obj for name, obj in members.items() if isinstance(obj, h5py.Dataset)}
+        groups = [name for name, obj in members.items() if not isinstance(obj, h5py.Dataset)]
         if groups:
             raise CorruptCheckpointError(
                 self.path, f"unexpected groups {groups}; expected datasets"
@@ -101,7 +118,13 @@ class PayloadReader:
             if name not in datasets:
                 raise CorruptCheckpointError(self.path, f"dataset {name!r} is missing")
             shape = tuple(datasets[name].shape)
-            if shape[batch_dims:] != leaf.shape:
+            stored = datasets[name].dtype
+            if stored.kind not in "biuf" or stored.newbyteorder("=") != numpy_dtype(leaf.dtype):
+                raise CorruptCheckpointError(
+                    self.path,
+                    f"dataset {name!r} has dtype {stored}, expected {numpy_dtype(leaf.dtype)}",
+                )
+            if len(shape) != batch_dims + len(leaf.shape) or shape[batch_dims:] != leaf.shape:
                 raise CorruptCheckpointError(
                     self.path,
                     f"dataset {name!r} has shape {shape}, expected trailing {leaf.shape}",
@@ -164,7 +187,7 @@ class PayloadReader:
             else:
                 regions.append(region)
         regions.sort(key=lambda region: region[0])
-        size = self.path.stat().st_size
+        size = os.fstat(self._fd).st_size
         for (offset, nbytes, _), (following, _, _) in itertools.pairwise(regions):
             if offset + nbytes > following:
                 raise CorruptCheckpointError(self.path, "datasets overlap")
@@ -177,7 +200,7 @@ class PayloadReader:
             owned = stream is None or not stream.consuming
             if stream is None or owned:
                 # No manifest, or _read_through detached the stream: it cannot be rewound.
-                stream = payload_stream(self.path, None)
+                stream = payload_stream(self.path, os.dup(self._fd), None)
             try:
                 copy_regions(stream.chunks(), regions, self.path)
             except BaseException:

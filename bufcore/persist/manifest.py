@@ -18,12 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from bufcore.checks import check_int
 from bufcore.errors import CorruptCheckpointError
-from bufcore.persist.hashing import Digests, file_digest
-from bufcore.tree import KeyPath, LeafSpec, Spec, dtype_from_name, dtype_name
+from bufcore.persist.hashing import Digests
+from bufcore.storage.ring import STORABLE
+from bufcore.tree import KeyPath, LeafSpec, Spec, dtype_from_name, dtype_name, join_key_path
 
 FORMAT_NAME = "bufcore.dict-buffer"
 # 2: buffer.hdf5 is checked per block (``block_bytes``, ``sha256_blocks``); 1: one whole-file
@@ -33,6 +34,8 @@ CONFIG = "config.json"
 PAYLOAD = "buffer.hdf5"
 STATE = "state.json"
 MANIFEST = "manifest.json"
+# More axes than any leaf has; bounds what a hand-edited manifest can ask for.
+_MAX_AXES = 32
 
 
 def build_manifest(
@@ -76,21 +79,42 @@ def build_manifest(
 def manifest_spec(root: Path, manifest: dict[str, Any]) -> tuple[Spec, dict[KeyPath, str]]:
     """The spec the checked manifest of checkpoint ``root`` lists, and each leaf's dataset.
 
+    Each entry needs a non-empty list of str as its key path, the dataset name that path joins
+    to, a shape of ints >= 0 and a storable dtype; key paths and names may appear once each.
+
     Raises:
-        CorruptCheckpointError: an entry is malformed (names manifest.json).
+        CorruptCheckpointError: an entry is malformed (names manifest.json and the entry).
     """
+    where = root / MANIFEST
+    separator = manifest["nested_key_separator"]
     spec: Spec = {}
     names: dict[KeyPath, str] = {}
-    for entry in manifest.get("spec", []):
+    for number, entry in enumerate(manifest["spec"]):
         try:
-            path = tuple(entry["key_path"])
-            shape = tuple(check_int(n, "shape", minimum=0) for n in entry["shape"])
-            spec[path] = LeafSpec(shape, dtype_from_name(entry["dtype"]))
-            names[path] = str(entry["name"])
-        except (KeyError, TypeError, ValueError) as err:
-            raise CorruptCheckpointError(
-                root / MANIFEST, f"malformed spec entry {entry!r:.120} ({err})"
-            ) from err
+            if not isinstance(entry, dict):
+                raise TypeError(f"expected an object, got {type(entry).__name__}")
+            path = entry.get("key_path")
+            if not isinstance(path, list) or not path or not all(isinstance(p, str) for p in path):
+                raise TypeError(f"key_path must be a non-empty list of str, got {path!r:.80}")
+            key_path = tuple(path)
+            if entry.get("name") != join_key_path(key_path, separator):
+                raise ValueError(
+                    f"name must be {join_key_path(key_path, separator)!r}, got "
+                    f"{entry.get('name')!r:.80}"
+                )
+            shape = entry.get("shape")
+            if not isinstance(shape, list) or len(shape) > _MAX_AXES:
+                raise TypeError(f"shape must be a list of at most {_MAX_AXES} ints")
+            dims = tuple(check_int(n, "shape", minimum=0) for n in shape)
+            dtype = entry.get("dtype")
+            if not isinstance(dtype, str) or dtype_from_name(dtype) not in STORABLE:
+                raise ValueError(f"dtype must name a storable dtype, got {dtype!r:.80}")
+            if key_path in spec or entry["name"] in names.values():
+                raise ValueError(f"key path {list(key_path)} is listed twice")
+        except (TypeError, ValueError) as err:
+            raise CorruptCheckpointError(where, f"spec[{number}]: {err}") from err
+        spec[key_path] = LeafSpec(dims, dtype_from_name(dtype))
+        names[key_path] = entry["name"]
     return spec, names
 
 
@@ -101,28 +125,33 @@ def manifest_checksum(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON file that must hold an object.
+def parse_json(data: bytes, path: Path) -> dict[str, Any]:
+    """The JSON object in ``data``, the content of the file ``path``.
 
     Raises:
-        CorruptCheckpointError: the file is missing, not JSON, or not an object.
+        CorruptCheckpointError: not UTF-8 JSON, nested too deeply, or not an object.
     """
-    if not path.exists():
-        raise CorruptCheckpointError(path, "file is missing")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        parsed = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CorruptCheckpointError(path, f"not valid JSON ({err})") from err
-    if not isinstance(data, dict):
-        raise CorruptCheckpointError(path, f"expected a JSON object, got {type(data).__name__}")
-    return data
+    except RecursionError:
+        raise CorruptCheckpointError(path, "JSON nested too deeply") from None
+    if not isinstance(parsed, dict):
+        raise CorruptCheckpointError(
+            path, f"expected a JSON object, got {type(parsed).__name__}"
+        )
+    return parsed
 
 
 def check_manifest(root: Path, manifest: dict[str, Any]) -> None:
-    """Check the manifest of checkpoint ``root``: its checksum, format, version and file list.
+    """Check the manifest of checkpoint ``root``: checksum, format, version, fields and files.
+
+    Every field a load uses is checked for its type and range here, before anything else is
+    read; the file list may name only the checkpoint's own files.
 
     Raises:
-        CorruptCheckpointError: any of them is wrong (names manifest.json).
+        CorruptCheckpointError: any of them is wrong (names manifest.json and the field).
     """
     where = root / MANIFEST
     if manifest.get("checksum") != manifest_checksum(manifest):
@@ -130,13 +159,71 @@ def check_manifest(root: Path, manifest: dict[str, Any]) -> None:
     if manifest.get("format") != FORMAT_NAME:
         raise CorruptCheckpointError(where, f"unknown format {manifest.get('format')!r}")
     version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not _is_int(version) or version < 1:
+        raise CorruptCheckpointError(
+            where, f"format_version must be an int >= 1, got {version!r:.80}"
+        )
+    if version > FORMAT_VERSION:
         raise CorruptCheckpointError(
             where, f"format_version {version!r}; this bufcore reads up to {FORMAT_VERSION}"
         )
+    _check_fields(where, manifest)
     files = manifest.get("files")
     if not isinstance(files, dict) or CONFIG not in files or PAYLOAD not in files:
         raise CorruptCheckpointError(where, f"'files' must list {CONFIG} and {PAYLOAD}")
+    for name, entry in files.items():
+        if name not in (CONFIG, STATE, PAYLOAD):
+            raise CorruptCheckpointError(
+                where, f"'files' lists {name!r:.80}; a checkpoint holds only {CONFIG}, "
+                f"{STATE} and {PAYLOAD}"
+            )
+        if not isinstance(entry, dict):
+            raise CorruptCheckpointError(where, f"files[{name!r}] must be an object")
+        if name != PAYLOAD:
+            _check_small_entry(where, name, entry)
+
+
+def _check_fields(where: Path, manifest: dict[str, Any]) -> None:
+    """The type and range of every field a load uses besides ``files``."""
+
+    def bad(field: str, expected: str) -> CorruptCheckpointError:
+        got = manifest.get(field, "nothing")
+        return CorruptCheckpointError(where, f"{field!r} must be {expected}, got {got!r:.80}")
+
+    if not isinstance(manifest.get("target"), str):
+        raise bad("target", "a str")
+    separator = manifest.get("nested_key_separator")
+    if not isinstance(separator, str) or not separator:
+        raise bad("nested_key_separator", "a non-empty str")
+    if manifest.get("batch_dims") not in (1, 2) or isinstance(manifest.get("batch_dims"), bool):
+        raise bad("batch_dims", "1 or 2")
+    env_count = manifest.get("env_count")
+    if manifest["batch_dims"] == 2:
+        if not _is_int(env_count) or env_count < 0:
+            raise bad("env_count", "an int >= 0 for [time, env] rows")
+    elif env_count is not None:
+        raise bad("env_count", "null for [time] rows")
+    if not _is_int(manifest.get("rows")) or manifest["rows"] < 0:
+        raise bad("rows", "an int >= 0")
+    if not isinstance(manifest.get("spec"), list):
+        raise bad("spec", "a list of leaf entries")
+
+
+def _check_small_entry(where: Path, name: str, entry: dict[str, Any]) -> None:
+    size = entry.get("size")
+    if not _is_int(size) or size < 0:
+        raise CorruptCheckpointError(
+            where, f"files[{name!r}]['size'] must be an int >= 0, got {size!r:.80}"
+        )
+    digest = entry.get("sha256")
+    if not isinstance(digest, str):
+        raise CorruptCheckpointError(
+            where, f"files[{name!r}]['sha256'] must be a str, got {digest!r:.80}"
+        )
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def payload_digests(path: Path, manifest: dict[str, Any]) -> Digests:
@@ -178,18 +265,15 @@ def payload_digests(path: Path, manifest: dict[str, Any]) -> Digests:
     return Digests(size, block, tuple(blocks))
 
 
-def verify_file(path: Path, expected: dict[str, Any]) -> None:
-    """Check a small file against its manifest entry (``size`` and whole-file ``sha256``).
+def verify_bytes(path: Path, data: bytes, expected: dict[str, Any]) -> None:
+    """Check the content of a small file against its (checked) manifest entry.
 
     Raises:
-        CorruptCheckpointError: the file is missing or differs.
+        CorruptCheckpointError: the size or the whole-file ``sha256`` differs.
     """
-    if not path.exists():
-        raise CorruptCheckpointError(path, "file listed in the manifest is missing")
-    digest, size = file_digest(path)
-    if size != expected.get("size"):
+    if len(data) != expected["size"]:
         raise CorruptCheckpointError(
-            path, f"size {size} bytes, manifest says {expected.get('size')}"
+            path, f"size {len(data)} bytes, manifest says {expected['size']}"
         )
-    if digest != expected.get("sha256"):
+    if hashlib.sha256(data).hexdigest() != expected["sha256"]:
         raise CorruptCheckpointError(path, "sha256 does not match the manifest")

@@ -113,7 +113,8 @@ class PayloadStream:
     :meth:`detach`; from then on they are only hashed. Damage is reported by :meth:`finish`.
 
     Args:
-        path: The file.
+        path: The file (for messages).
+        fd: The file, open for reading; the stream owns it and closes it in :meth:`finish`.
         expected: Its size and block digests to check it against, or None to read it without
             hashing.
         slots: Read slots; they hold what was read until the loader copied it out (and the
@@ -126,6 +127,7 @@ class PayloadStream:
     def __init__(
         self,
         path: Path,
+        fd: int,
         expected: Digests | None,
         *,
         slots: int,
@@ -144,16 +146,10 @@ class PayloadStream:
         self._crash: BaseException | None = None
         self._ring = SlotRing(slots, slot_bytes)
         self._hasher = StreamHasher(expected.block_bytes, threads) if expected is not None else None
-        self._fd: int | None = None
+        self._fd: int | None = fd
         self._thread: threading.Thread | None = None
-        listed = expected is not None
-        missing = "file listed in the manifest is missing" if listed else "file is missing"
         try:
-            self._fd = os.open(path, os.O_RDONLY)
-            size = os.fstat(self._fd).st_size
-        except FileNotFoundError:
-            self._fail(missing)
-            return
+            size = os.fstat(fd).st_size
         except OSError as err:
             self._fail(f"cannot be read ({err})")
             return

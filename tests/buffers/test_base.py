@@ -45,6 +45,8 @@ def rewrite(path: Path, name: str, edit: dict[str, Any]) -> None:
     (path / name).write_bytes(raw)
     manifest = json.loads((path / "manifest.json").read_text())
     manifest["files"][name] = {"sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}
+    if "__target__" in edit:
+        manifest["target"] = edit["__target__"]
     manifest["checksum"] = manifest_checksum(manifest)
     (path / "manifest.json").write_text(json.dumps(manifest))
 
@@ -111,7 +113,7 @@ def test_every_buffer_class_is_checkpointed() -> None:
     [
         ("config.json", {"capacity": "4"}, "config.json", r"config\['capacity'\]: expected an"),
         ("config.json", {"capacity": 0}, "config.json", "capacity: expected an int >= 1"),
-        ("config.json", {"device": "gpu"}, "config.json", "device: expected a torch device"),
+        ("config.json", {"device": "gpu"}, "config.json", r"config\['device'\]: expected a torch"),
         ("config.json", {"_idx": 9}, "config.json", r"config\['_idx'\]: expected an int in"),
         ("config.json", {"_is_full": 1}, "config.json", r"config\['_is_full'\]: expected a"),
         ("config.json", {"_idx": 1}, "config.json", r"config\['_idx'\]: 1 with _is_full False"),

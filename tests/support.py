@@ -1,10 +1,17 @@
-"""Helpers shared by test modules: the device list, a fake expert buffer, a window model."""
+"""Helpers shared by test modules: the device list, a fake expert buffer, a window model, and
+hand edits of checkpoints."""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
+from bufcore.persist.manifest import manifest_checksum
 from bufcore.sampling.windows import TrajectoryTable, window_counts
 
 # CUDA cases run wherever a GPU is present (the device check machine); CPU runs everywhere.
@@ -39,3 +46,12 @@ def valid_starts(table: TrajectoryTable, need: int) -> tuple[torch.Tensor, torch
     first = torch.cumsum(counts, 0) - counts
     position = torch.arange(len(owner), device=counts.device) - first[owner]
     return table.start[owner] + position, table.env[owner]
+
+
+def reseal(checkpoint: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Apply ``change`` to a checkpoint's manifest and give it a matching checksum again, as
+    anyone editing a checkpoint by hand could."""
+    manifest = json.loads((checkpoint / "manifest.json").read_text())
+    change(manifest)
+    manifest["checksum"] = manifest_checksum(manifest)
+    (checkpoint / "manifest.json").write_text(json.dumps(manifest))

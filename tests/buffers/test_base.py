@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -237,3 +238,35 @@ def test_an_expert_checkpoint_that_is_not_full_is_refused(
     rewrite(path, "config.json", edit)
     with pytest.raises(CorruptCheckpointError, match=rf"config\['{field}'\]: an expert buffer is"):
         load_buffer(path)
+
+
+def saved_on_cuda(path: Path) -> Path:
+    """A checkpoint as a CUDA host writes it: config.json's device and a Philox state."""
+    dict_buffer(path)
+    rewrite(path, "config.json", {"device": "cuda:0"})
+    rewrite(path, "state.json", {"generator": {"device_type": "cuda", "state": "AAAAAAAAAAA="}})
+    return path
+
+
+@pytest.mark.parametrize("load", [DictBuffer.load, load_buffer])
+def test_a_cuda_checkpoint_loads_onto_the_cpu_with_a_warning_on_a_host_without_cuda(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: Any
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    path = saved_on_cuda(tmp_path / "ckpt")
+    with pytest.warns(RuntimeWarning, match=r"saved on device 'cuda:0'.*loading onto the CPU"):
+        buffer = load(path)
+    assert buffer.device == torch.device("cpu")
+    rows = DictBuffer.load(path, "cpu").get_full_buffer()["x"]
+    assert torch.equal(buffer.get_full_buffer()["x"], rows)
+    assert buffer.sample(2)["x"].device == torch.device("cpu")
+
+
+def test_an_explicit_device_loads_a_cuda_checkpoint_without_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    path = saved_on_cuda(tmp_path / "ckpt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert DictBuffer.load(path, device="cpu").device == torch.device("cpu")

@@ -17,12 +17,13 @@ from bufcore.curriculum.curriculum import Curriculum
 from bufcore.curriculum.history import Round
 from bufcore.curriculum.priorities import emd_to_priorities
 from bufcore.curriculum.transport import emd
-from bufcore.errors import CorruptCheckpointError, KeyPathError, StateError
+from bufcore.errors import CorruptCheckpointError, CorruptFileError, KeyPathError, StateError
 from bufcore.persist.episodes import load_episode_based_h5, save_episodes
 from bufcore.sampling.boundaries import find_start_stop_traj
 
 __all__ = [
     "CorruptCheckpointError",
+    "CorruptFileError",
     "Curriculum",
     "DictBuffer",
     "KeyPathError",

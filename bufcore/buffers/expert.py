@@ -10,9 +10,11 @@ Deliberate differences from the reference (REFERENCE §2, DESIGN §2): every val
 drawn; an episode whose own end column is not True on its last row still ends there (the
 reference lets it wrap into the first episode); flags inside an episode split it, and
 ``motion_ids`` has one entry per trajectory (the motion id of its first row), so it always lines
-up with ``priorities``; NaN, infinite, negative or all-zero priorities are refused, partial
-updates are allowed and zero-priority trajectories are never sampled; the buffer saves and loads
-in the dict-family checkpoint format.
+up with ``priorities``; NaN, infinite, negative or all-zero priorities are refused, and so are
+values float32 (the priorities' dtype) cannot hold and updates whose stored, normalised values
+would turn a positive priority into 0; an empty update is a no-op, partial updates are allowed
+and zero-priority trajectories are never sampled; the buffer saves and loads in the dict-family
+checkpoint format.
 """
 
 from __future__ import annotations
@@ -211,7 +213,7 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
             IndexError: an index is outside ``[0, n_trajectories)``.
             TypeError: non-numeric input, bool or complex priorities, or non-integer indices.
         """
-        values = real_values(priorities, "priorities").reshape(-1).to(self.device)
+        values = real_values(priorities, "priorities").detach().reshape(-1).to(self.device)
         index = to_tensor(idxs, "idxs").reshape(-1).to(self.device)
         if len(values) != len(index):
             raise ValueError(

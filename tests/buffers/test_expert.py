@@ -369,3 +369,17 @@ def test_an_unusable_device_is_refused_at_construction_naming_it() -> None:
     device = f"cuda:{torch.cuda.device_count() + 7}"
     with pytest.raises(ValueError, match=rf"device: device '{device}' is not usable"):
         TrajectoryDictBuffer([episode(0, 6, 10)], device=device)
+
+
+@pytest.mark.parametrize("order", [">", "<"])
+def test_priorities_are_read_in_either_byte_order(order: str) -> None:
+    buffer, twin = expert([3, 3]), expert([3, 3])
+    buffer.update_priorities(np.array([3.0, 1.0], dtype=f"{order}f8"), [0, 1])
+    twin.update_priorities([3.0, 1.0], [0, 1])
+    assert torch.equal(buffer.priorities, twin.priorities)
+
+
+def test_priorities_that_require_grad_are_stored_without_a_graph() -> None:
+    buffer = expert([3, 3])
+    buffer.update_priorities(torch.tensor([3.0, 1.0], requires_grad=True), [0, 1])
+    assert not buffer.priorities.requires_grad

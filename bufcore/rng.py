@@ -18,15 +18,41 @@ from bufcore.checks import check_seed
 from bufcore.errors import StateError
 
 
+def check_usable_device(device: torch.device, argument: str = "device") -> torch.device:
+    """``device`` if this process can put tensors on it.
+
+    ``torch.device("cuda:3")`` parses anywhere; only using it shows whether torch was built
+    for it and the device exists. Callers check this before they change or draw anything.
+
+    Raises:
+        ValueError: the device is not usable here (the message names ``argument``).
+    """
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as err:  # torch raises either, by backend
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(
+            f"{argument}: device {str(device)!r} is not usable in this process ({reason})"
+        ) from err
+    return device
+
+
 def make_generator(device: torch.device, seed: int | None) -> torch.Generator:
     """A generator on ``device``, seeded with ``seed`` or nondeterministically when ``None``.
 
     Raises:
         TypeError: ``seed`` is not an int or None.
-        ValueError: ``seed`` is outside what a generator takes (``[-2**63, 2**64)``).
+        ValueError: ``seed`` is outside what a generator takes (``[-2**63, 2**64)``), or
+            ``device`` is not usable here (no such device, or torch built without it).
     """
     seed = check_seed(seed)
-    generator = torch.Generator(device=device)
+    check_usable_device(device)
+    try:
+        generator = torch.Generator(device=device)
+    except RuntimeError as err:  # a usable device without generators, such as "meta"
+        raise ValueError(
+            f"device: {str(device)!r} has no random generator, so a buffer there cannot sample"
+        ) from err
     if seed is None:
         generator.seed()
     else:

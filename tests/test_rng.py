@@ -67,3 +67,14 @@ def test_a_state_from_another_device_type_seeds_deterministically_from_it() -> N
     restore_generator(a, state)
     restore_generator(b, state)
     assert draws(a) == draws(b)
+
+
+def test_a_device_this_process_cannot_use_is_refused_naming_the_argument() -> None:
+    device = torch.device(f"cuda:{torch.cuda.device_count() + 7}")
+    with pytest.raises(ValueError, match=r"device: device 'cuda:\d+' is not usable"):
+        make_generator(device, 0)
+
+
+def test_a_device_without_generators_is_refused_naming_the_argument() -> None:
+    with pytest.raises(ValueError, match=r"device: 'meta' has no random generator"):
+        make_generator(torch.device("meta"), 0)

@@ -10,9 +10,11 @@ Deliberate differences from the reference (REFERENCE §2, DESIGN §2): every val
 drawn; an episode whose own end column is not True on its last row still ends there (the
 reference lets it wrap into the first episode); flags inside an episode split it, and
 ``motion_ids`` has one entry per trajectory (the motion id of its first row), so it always lines
-up with ``priorities``; NaN, infinite, negative or all-zero priorities are refused, partial
-updates are allowed and zero-priority trajectories are never sampled; the buffer saves and loads
-in the dict-family checkpoint format.
+up with ``priorities``; NaN, infinite, negative or all-zero priorities are refused, and so are
+values float32 (the priorities' dtype) cannot hold and updates whose stored, normalised values
+would turn a positive priority into 0; an empty update is a no-op, partial updates are allowed
+and zero-priority trajectories are never sampled; the buffer saves and loads in the dict-family
+checkpoint format.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from bufcore.buffers.windowed import (
     gather_windows,
 )
 from bufcore.checks import check_device, check_seed, check_separator
+from bufcore.curriculum.history import preview
+from bufcore.curriculum.priorities import FLOAT32_MAX, real_values
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.rng import make_generator
@@ -195,55 +199,93 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
     def update_priorities(self, priorities: Any, idxs: Any) -> None:
         """Set the priorities of trajectories ``idxs`` and renormalise to sum 1.
 
-        A full vector or any subset may be given; for a repeated index the last value wins.
+        A full vector or any subset may be given; for a repeated index the last value wins; an
+        empty update changes nothing. Priorities are stored as float32, so each value must fit
+        float32 (at most its max; a positive value must not round to 0), and the stored,
+        normalised vector is checked: a positive priority never becomes 0, and something stays
+        samplable.
 
         Raises:
-            ValueError: lengths differ; a value is NaN, infinite or negative; or the update
-                would leave zero total mass, or zero mass on every trajectory long enough for
-                the default window. Nothing changes then.
+            ValueError: lengths differ; a value is NaN, infinite or negative, exceeds float32
+                max or rounds to 0 in float32; or the stored update would make a positive
+                priority 0, leave zero total mass, or zero mass on every trajectory long enough
+                for the default window. Nothing changes then.
             IndexError: an index is outside ``[0, n_trajectories)``.
-            TypeError: non-numeric input.
+            TypeError: non-numeric input, bool or complex priorities, or non-integer indices.
         """
-        values = to_tensor(priorities, "priorities")
-        index = to_tensor(idxs, "idxs")
-        values = values.reshape(-1).to(device=self.device, dtype=torch.float64)
-        index = index.reshape(-1).to(device=self.device)
-        count = len(self.priorities)
-        if index.is_floating_point() or index.dtype == torch.bool:
-            raise TypeError(f"idxs: expected integer indices, got dtype {index.dtype}")
+        values = real_values(priorities, "priorities").detach().reshape(-1).to(self.device)
+        index = to_tensor(idxs, "idxs").reshape(-1).to(self.device)
         if len(values) != len(index):
             raise ValueError(
                 f"priorities: expected one value per index, got {len(values)} values for "
                 f"{len(index)} indices"
             )
-        if len(index) and (int(index.min()) < 0 or int(index.max()) >= count):
-            raise IndexError(
-                f"idxs: expected indices in [0, {count}), got {int(index.min())}.."
-                f"{int(index.max())}"
-            )
-        if not bool(torch.isfinite(values).all()) or bool((values < 0).any()):
-            raise ValueError("priorities: expected finite values >= 0, got NaN, inf or negative")
+        if len(index) == 0:
+            return  # `[]` has no integer dtype to check; there is nothing to update
+        index = self._check_indices(index)
+        _check_float32_values(values, "priorities")
         updated = self.priorities.to(torch.float64).clone()
         # Last write wins for repeated indices: keep each index's last position only.
+        count = len(updated)
         last = torch.full((count,), -1, dtype=torch.long, device=self.device)
         order = torch.arange(len(index), device=self.device)
-        last.scatter_reduce_(0, index.long(), order, reduce="amax")
-        keep = last[index.long()] == order
-        updated[index[keep].long()] = values[keep]
-        self._check_mass(updated, "priorities: the update would")
-        self.priorities = (updated / updated.sum()).to(torch.float32)
+        last.scatter_reduce_(0, index, order, reduce="amax")
+        keep = last[index] == order
+        updated[index[keep]] = values[keep]
+        # Each value is at most float32 max, so the float64 sum cannot overflow.
+        total = float(updated.sum())
+        if total <= 0:
+            raise ValueError("priorities: the update would make every priority zero")
+        stored = (updated / total).to(torch.float32)
+        self._check_stored(updated, stored, "priorities: the update would")
+        self.priorities = stored
 
-    def _check_mass(self, priorities: torch.Tensor, would: str) -> None:
-        """Refuse priorities that leave nothing to sample.
+    def _check_indices(self, index: torch.Tensor) -> torch.Tensor:
+        """Non-empty trajectory indices as int64, each in ``[0, n_trajectories)``.
 
         Raises:
-            ValueError: all zero, or zero on every trajectory long enough for the default window.
+            TypeError: not an integer dtype.
+            IndexError: an index out of range.
         """
-        if float(priorities.sum()) <= 0:
+        if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
+            raise TypeError(f"idxs: expected integer indices, got dtype {index.dtype}")
+        # uint64 has no comparison ops in torch; int64 wraps values >= 2**63 to negatives,
+        # which the range check below refuses (the message quotes the original value).
+        wide = index.to(torch.int64)
+        count = len(self.priorities)
+        bad = (wide < 0) | (wide >= count)
+        if bool(bad.any()):
+            position = int(bad.nonzero()[0, 0])
+            value = int(index[position].cpu().numpy())
+            raise IndexError(
+                f"idxs: expected indices in [0, {count}), got {value} at position {position}"
+            )
+        return wide
+
+    def _check_stored(self, exact: torch.Tensor, stored: torch.Tensor, would: str) -> None:
+        """Refuse stored float32 priorities that lose a trajectory or leave nothing to sample.
+
+        Args:
+            exact: The float64 priorities before the cast to the storage dtype.
+            stored: Those priorities as they will be stored.
+            would: How messages start (``"priorities: the update would"``).
+
+        Raises:
+            ValueError: a positive priority is stored as 0, all are 0, or every trajectory
+                long enough for the default window has 0.
+        """
+        lost = ((exact > 0) & (stored == 0)).nonzero()[:, 0].tolist()
+        if lost:
+            raise ValueError(
+                f"{would} store the priority of trajectories {preview(lost)} as 0 (below "
+                "float32's smallest positive value after normalising), so they could never be "
+                "sampled; narrow the range of the priorities"
+            )
+        if float(stored.sum()) <= 0:
             raise ValueError(f"{would} make every priority zero")
         need = self.seq_length + self._window.offset
         eligible = self.lengths >= need
-        if bool(eligible.any()) and float(priorities[eligible].sum()) <= 0:
+        if bool(eligible.any()) and float(stored[eligible].sum()) <= 0:
             raise ValueError(
                 f"{would} give zero mass to every trajectory with length >= {need}, so none "
                 "could be sampled"
@@ -306,9 +348,38 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
                 f"expected the motion ids the rows hold ({len(self.motion_ids)} trajectories), "
                 f"got {len(ids)} that differ"
             )
-        priorities = torch.tensor(values, dtype=torch.float32, device=self.device)
+        exact = torch.tensor(values, dtype=torch.float64, device=self.device)
         try:
-            self._check_mass(priorities.double(), "the saved priorities")
+            _check_float32_values(exact, "the saved priorities")
+            priorities = exact.to(torch.float32)
+            self._check_stored(exact, priorities, "the saved priorities")
         except ValueError as err:
             raise saved.error(str(err)) from err
         self.priorities = priorities
+
+
+def _check_float32_values(values: torch.Tensor, where: str) -> None:
+    """Refuse priorities that the float32 storage cannot hold as given.
+
+    Raises:
+        ValueError: a value is NaN, infinite or negative, exceeds float32 max, or is positive
+            but rounds to 0 in float32.
+    """
+    bad = ~torch.isfinite(values) | (values < 0)
+    if bool(bad.any()):
+        position = int(bad.nonzero()[0, 0])
+        raise ValueError(
+            f"{where}: expected finite values >= 0, got {float(values[position])} at "
+            f"position {position}"
+        )
+    as_stored = values.to(torch.float32)
+    for broken, what in (
+        (torch.isinf(as_stored), f"exceeds float32 max ({FLOAT32_MAX})"),
+        ((values > 0) & (as_stored == 0), "is positive but rounds to 0 in float32"),
+    ):
+        if bool(broken.any()):
+            position = int(broken.nonzero()[0, 0])
+            raise ValueError(
+                f"{where}[{position}]: {float(values[position])} {what}, the dtype priorities "
+                "are stored in"
+            )

@@ -16,7 +16,7 @@ from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.checks import check_device, check_dtype, check_int, check_seed
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.rng import make_generator
+from bufcore.rng import check_usable_device, make_generator
 from bufcore.storage.ring import STORABLE, Batch, RingStorage
 from bufcore.tree import LeafSpec, dtype_from_name, dtype_name
 
@@ -35,7 +35,8 @@ class ZBuffer(CheckpointedBuffer):
 
     Raises:
         ValueError: ``capacity`` or ``dim`` below 1, a dtype that cannot be stored (complex,
-            float8), an unknown device.
+            float8), a device that is unknown or not usable in this process, a seed outside
+            ``[-2**63, 2**64)``.
         TypeError: ``dtype`` is not a torch dtype; non-int sizes or seed.
     """
 
@@ -82,11 +83,12 @@ class ZBuffer(CheckpointedBuffer):
         """``num`` vectors drawn uniformly with replacement: a fresh ``[num, dim]`` tensor.
 
         Raises:
-            ValueError: the buffer is empty, ``num < 0`` or an unknown device (checked before
-                anything is drawn).
+            ValueError: the buffer is empty, ``num < 0``, or a device that is unknown or not
+                usable in this process (all checked before anything is drawn).
+            TypeError: ``num`` is not an int, or ``device`` not a str or ``torch.device``.
         """
         num = check_int(num, "num", minimum=0)
-        target = None if device is None else check_device(device)
+        target = None if device is None else check_usable_device(check_device(device))
         if self.empty():
             raise ValueError("cannot sample: the z buffer is empty (add to it first)")
         index = torch.randint(len(self), (num,), generator=self._generator, device=self.device)

@@ -130,7 +130,7 @@ class Curriculum:
         emds = self._check_round(emd_by_motion)
         motions = list(emds)
         priorities = self._options.transform(
-            torch.tensor([emds[m] for m in motions], dtype=torch.float32)
+            torch.tensor([emds[m] for m in motions], dtype=torch.float64)
         )
         if not bool((priorities > 0).any()):
             # The buffer would have nothing to sample from (DESIGN §2 decision 5).

@@ -8,13 +8,18 @@ and most processes that import bufcore (the CLI, the dashboard) never compute an
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any
 
 import numpy as np
-import torch
 
 from bufcore.checks import check_int
-from bufcore.tree import to_tensor
+from bufcore.curriculum.priorities import real_values
+
+# ot.emd2's result codes (ot.lp.emd_wrap): anything but OPTIMAL is refused.
+_OPTIMAL = 1
+_MAX_ITER_REACHED = 3
 
 
 def emd(agent_states: Any, target_states: Any, *, num_itermax: int = 100_000) -> float:
@@ -27,19 +32,29 @@ def emd(agent_states: Any, target_states: Any, *, num_itermax: int = 100_000) ->
     numbers of rows. Distances are computed in float64 from coordinate differences (BFM-Zero
     expands the squared norm in float32), so identical sets cost exactly 0.
 
+    Both sets are first scaled by one power of two so that the largest coordinate is about 1:
+    that is exact (only exponents change), and squared distances neither overflow (states
+    1e200 apart would cost ``inf``, and POT would then answer 0) nor underflow. The cost is
+    scaled back at the end. Any result POT flags (infeasible, unbounded, iteration cap reached)
+    is refused, never returned.
+
     Args:
-        agent_states: ``[n, d]`` states the agent visited (numpy array, torch tensor or list).
+        agent_states: ``[n, d]`` states the agent visited (numpy array in any byte order, torch
+            tensor or list).
         target_states: ``[m, d]`` states of the motion it was asked to track.
         num_itermax: Iteration cap of the simplex solver (BFM-Zero uses POT's default 100000).
-            When it is reached POT warns and the returned cost is an upper bound.
 
     Returns:
-        The transport cost, a Python float ``>= 0``.
+        The transport cost, a finite Python float ``>= 0``.
 
     Raises:
-        TypeError: A state set is not numeric, or ``num_itermax`` is not an int.
+        TypeError: A state set is not numeric (or bool or complex), or ``num_itermax`` is not
+            an int.
         ValueError: A state set is not 2-D, is empty, holds NaN or inf, the two sets have
-            different feature dimensions, or ``num_itermax < 1``.
+            different feature dimensions, ``num_itermax < 1``, the solver reached
+            ``num_itermax`` before the optimum, or the cost exceeds float64 max.
+        RuntimeError: POT reports the problem infeasible or unbounded (a bug: the weights are
+            uniform and the costs finite).
     """
     num_itermax = check_int(num_itermax, "num_itermax", minimum=1)
     agent = _state_set(agent_states, "agent_states")
@@ -50,17 +65,40 @@ def emd(agent_states: Any, target_states: Any, *, num_itermax: int = 100_000) ->
             f"got shape {list(target.shape)}"
         )
     import ot  # on first use: see the module docstring
+
+    # 2**exponent > the largest |coordinate|; ldexp by a power of two is exact.
+    exponent = int(np.frexp(max(np.abs(agent).max(), np.abs(target).max()))[1])
+    agent, target = np.ldexp(agent, -exponent), np.ldexp(target, -exponent)
     # Euclidean ground cost from coordinate differences. ot.dist(metric="euclidean") expands
     # |x|^2 + |y|^2 - 2 x.y, which cancels catastrophically: identical sets would cost ~1e-8
     # times the state norm instead of 0.
     cost = ot.dist(agent, target, metric="minkowski", p=2)
     weights_agent = np.full(agent.shape[0], 1.0 / agent.shape[0])
     weights_target = np.full(target.shape[0], 1.0 / target.shape[0])
-    return float(ot.emd2(weights_agent, weights_target, cost, numItermax=num_itermax))
+    with warnings.catch_warnings():
+        # POT warns and still returns a number; the log's result code decides here instead.
+        warnings.simplefilter("ignore", UserWarning)
+        scaled, log = ot.emd2(
+            weights_agent, weights_target, cost, numItermax=num_itermax, log=True
+        )
+    if log["result_code"] != _OPTIMAL:
+        if log["result_code"] == _MAX_ITER_REACHED:
+            raise ValueError(
+                f"num_itermax: the solver stopped after {num_itermax} iterations, before the "
+                "optimum (its cost would only be an upper bound); raise num_itermax"
+            )
+        raise RuntimeError(f"POT could not solve the transport problem: {log['warning']}")
+    try:
+        return math.ldexp(float(scaled), exponent)
+    except OverflowError:
+        raise ValueError(
+            "agent_states, target_states: the transport cost exceeds float64 max "
+            f"({np.finfo(np.float64).max}); the states are too far apart to measure"
+        ) from None
 
 
 def _state_set(value: Any, argument: str) -> np.ndarray[Any, np.dtype[np.float64]]:
-    tensor = to_tensor(value, argument)
+    tensor = real_values(value, argument)
     if tensor.ndim != 2:
         raise ValueError(
             f"{argument}: expected a 2-D [states, features] array, got shape {list(tensor.shape)}"
@@ -70,7 +108,7 @@ def _state_set(value: Any, argument: str) -> np.ndarray[Any, np.dtype[np.float64
             f"{argument}: expected at least one state with at least one feature, "
             f"got shape {list(tensor.shape)}"
         )
-    array = tensor.detach().to(device="cpu", dtype=torch.float64).numpy()
+    array = tensor.detach().cpu().numpy()
     if not np.isfinite(array).all():
         bad = np.argwhere(~np.isfinite(array))[0]
         raise ValueError(

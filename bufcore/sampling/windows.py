@@ -167,8 +167,12 @@ def sample_window_starts(
     how many there are). After ``rounds`` rounds the rest come from :func:`draw_from_table`.
 
     Raises:
-        ValueError: no trajectory of the source has ``need`` rows.
+        ValueError: no trajectory of the source has ``need`` rows. The generator is then as it
+            was before the call: the rejection rounds drew before that could be known, so
+            their draws are undone (a failed sample must not shift the stream).
     """
+    # About 0.5 us on CPU; a CUDA generator's state is its seed and offset (no device sync).
+    saved = generator.get_state()
     starts: list[torch.Tensor] = []
     envs: list[torch.Tensor] = []
     remaining = count
@@ -195,9 +199,14 @@ def sample_window_starts(
         rate = max(len(accepted) / proposals, 1 / 16)
         proposals = int(remaining / rate * 1.25) + 8
     if remaining:
-        more_start, more_env = draw_from_table(
-            source.table(), count=remaining, need=need, weighting=weighting, generator=generator
-        )
+        try:
+            more_start, more_env = draw_from_table(
+                source.table(), count=remaining, need=need, weighting=weighting,
+                generator=generator,
+            )
+        except ValueError:
+            generator.set_state(saved)
+            raise
         starts.append(more_start)
         envs.append(more_env)
     if len(starts) == 1:

@@ -11,6 +11,8 @@ import torch
 
 from bufcore.buffers.base import load_buffer
 from bufcore.buffers.expert import TrajectoryDictBuffer
+from bufcore.errors import CorruptCheckpointError
+from tests.buffers.test_base import expert_buffer, rewrite
 
 DRAWS = 40_000
 
@@ -216,3 +218,168 @@ def test_the_expert_buffer_round_trips_priorities_motion_ids_and_its_sample_stre
     )
 
 
+
+
+# ------------------------------------------- expert: priorities as they will be stored
+@pytest.mark.parametrize(
+    "values",
+    [
+        torch.tensor([1e308, 1e308, 1e308], dtype=torch.float64),
+        np.array([1e308, 1e308, 1e308]),
+        [1e308, 1e308, 1e308],
+    ],
+    ids=["torch-float64", "numpy-float64", "python-floats"],
+)
+def test_priorities_above_float32_max_are_refused_as_such_and_change_nothing(values: Any) -> None:
+    buffer = expert([3, 3, 3])
+    before = buffer.priorities.clone()
+    with pytest.raises(ValueError, match=r"priorities\[0\]: 1e\+308 exceeds float32 max"):
+        buffer.update_priorities(values, [0, 1, 2])
+    assert torch.equal(buffer.priorities, before)
+
+
+def test_a_positive_priority_that_rounds_to_zero_in_float32_is_refused() -> None:
+    buffer = expert([3, 3])
+    before = buffer.priorities.clone()
+    with pytest.raises(ValueError, match=r"priorities\[0\]: 1e-300 is positive but rounds to 0"):
+        buffer.update_priorities(torch.tensor([1e-300, 1.0], dtype=torch.float64), [0, 1])
+    assert torch.equal(buffer.priorities, before)
+
+
+def test_an_update_whose_only_samplable_priority_normalises_to_float32_zero_is_refused() -> None:
+    # Only trajectory 0 is long enough for a window of 2 (+ next); 1e-40 / 3e38 is 0 in float32.
+    buffer = expert([5, 1], seq_length=2)
+    before = buffer.priorities.clone()
+    with pytest.raises(ValueError, match=r"store the priority of trajectories \[0\] as 0"):
+        buffer.update_priorities([1e-40, 3e38], [0, 1])
+    assert torch.equal(buffer.priorities, before)
+    assert buffer.sample(2)["observation"]["state"].shape == (2, 1)
+
+
+@pytest.mark.parametrize(
+    "empty",
+    [[], np.array([], dtype=np.float64), torch.empty(0)],
+    ids=["list", "numpy", "torch"],
+)
+def test_an_empty_update_changes_nothing(empty: Any) -> None:
+    buffer = expert([3, 3])
+    buffer.update_priorities([3.0], [0])
+    before = buffer.priorities.clone()
+    buffer.update_priorities(empty, empty)
+    assert torch.equal(buffer.priorities, before)
+
+
+@pytest.mark.parametrize(
+    "idxs",
+    [
+        np.array([1], dtype=np.uint64),
+        torch.tensor([1], dtype=torch.uint64),
+        np.array([1], dtype=np.uint8),
+    ],
+    ids=["numpy-uint64", "torch-uint64", "numpy-uint8"],
+)
+def test_unsigned_indices_update_like_int64(idxs: Any) -> None:
+    buffer, twin = expert([3, 3]), expert([3, 3])
+    buffer.update_priorities([3.0], idxs)
+    twin.update_priorities([3.0], [1])
+    assert torch.equal(buffer.priorities, twin.priorities)
+
+
+def test_a_uint64_index_past_int64_max_is_refused_quoting_its_value() -> None:
+    buffer = expert([3, 3])
+    before = buffer.priorities.clone()
+    with pytest.raises(IndexError, match=r"got 18446744073709551615 at position 0"):
+        buffer.update_priorities([1.0], np.array([2**64 - 1], dtype=np.uint64))
+    assert torch.equal(buffer.priorities, before)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [torch.tensor([1 + 2j, 1.0]), np.array([1 + 2j, 1.0]), [True, False]],
+    ids=["torch-complex", "numpy-complex", "bools"],
+)
+def test_complex_or_bool_priorities_are_refused_and_change_nothing(values: Any) -> None:
+    buffer = expert([3, 3])
+    before = buffer.priorities.clone()
+    with pytest.raises(TypeError, match="priorities: expected real numbers"):
+        buffer.update_priorities(values, [0, 1])
+    assert torch.equal(buffer.priorities, before)
+
+
+@pytest.mark.parametrize(
+    ("saved", "match"),
+    [
+        ([1e300, 0.5, 0.5], r"exceeds float32 max"),
+        ([1e-300, 0.5, 0.5], r"rounds to 0 in float32"),
+    ],
+)
+def test_saved_priorities_outside_float32_are_a_corrupt_state(
+    tmp_path: Path, saved: list[float], match: str
+) -> None:
+    path = expert_buffer(tmp_path / "expert")
+    rewrite(path, "state.json", {"priorities": saved})
+    with pytest.raises(CorruptCheckpointError, match=match):
+        load_buffer(path)
+
+
+# ------------------------------------------------ expert: failed calls draw nothing
+@pytest.mark.parametrize("weighting", ["trajectory", "window"])
+@pytest.mark.parametrize("lengths", [[2], [2, 2], [3, 1, 2]])
+def test_a_sample_with_no_window_long_enough_leaves_the_generator_unchanged(
+    weighting: str, lengths: list[int]
+) -> None:
+    buffer = expert(lengths, weighting=weighting)
+    twin = expert(lengths, weighting=weighting)
+    before = buffer._generator.get_state()
+    with pytest.raises(ValueError, match="No trajectories with length"):
+        buffer.sample(4, seq_length=4)
+    assert torch.equal(buffer._generator.get_state(), before)
+    state = buffer.sample(2)["observation"]["state"]
+    assert torch.equal(state, twin.sample(2)["observation"]["state"])
+
+
+# ------------------------------------------------------ expert: integer arguments
+def test_numpy_integers_are_accepted_for_every_integer_argument() -> None:
+    buffer = TrajectoryDictBuffer(
+        [episode(0, 6, 10)], seq_length=np.int32(2), seed=np.uint64(3)
+    )
+    twin = TrajectoryDictBuffer([episode(0, 6, 10)], seq_length=2, seed=3)
+    assert torch.equal(
+        buffer.sample(np.int64(4), seq_length=np.int16(2))["observation"]["state"],
+        twin.sample(4, seq_length=2)["observation"]["state"],
+    )
+
+
+@pytest.mark.parametrize("argument", ["seq_length", "seed"])
+def test_a_bool_is_refused_for_an_integer_argument_of_the_constructor(argument: str) -> None:
+    with pytest.raises(TypeError, match=argument):
+        TrajectoryDictBuffer([episode(0, 6, 10)], **{argument: True})
+
+
+@pytest.mark.parametrize("argument", ["batch_size", "seq_length"])
+def test_a_bool_is_refused_for_an_integer_argument_of_sample(argument: str) -> None:
+    buffer = expert([4])
+    before = buffer._generator.get_state()
+    with pytest.raises(TypeError, match=argument):
+        buffer.sample(**{"batch_size": 2, argument: np.bool_(True)})
+    assert torch.equal(buffer._generator.get_state(), before)
+
+
+def test_an_unusable_device_is_refused_at_construction_naming_it() -> None:
+    device = f"cuda:{torch.cuda.device_count() + 7}"
+    with pytest.raises(ValueError, match=rf"device: device '{device}' is not usable"):
+        TrajectoryDictBuffer([episode(0, 6, 10)], device=device)
+
+
+@pytest.mark.parametrize("order", [">", "<"])
+def test_priorities_are_read_in_either_byte_order(order: str) -> None:
+    buffer, twin = expert([3, 3]), expert([3, 3])
+    buffer.update_priorities(np.array([3.0, 1.0], dtype=f"{order}f8"), [0, 1])
+    twin.update_priorities([3.0, 1.0], [0, 1])
+    assert torch.equal(buffer.priorities, twin.priorities)
+
+
+def test_priorities_that_require_grad_are_stored_without_a_graph() -> None:
+    buffer = expert([3, 3])
+    buffer.update_priorities(torch.tensor([3.0, 1.0], requires_grad=True), [0, 1])
+    assert not buffer.priorities.requires_grad

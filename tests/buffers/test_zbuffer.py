@@ -142,3 +142,58 @@ def test_an_unknown_sample_device_is_refused_before_anything_is_drawn() -> None:
     with pytest.raises(ValueError, match="device"):
         buffer.sample(2, device="bogus")
     assert torch.equal(buffer.sample(4), twin.sample(4))
+
+
+UNUSABLE = f"cuda:{torch.cuda.device_count() + 7}"  # parses everywhere, exists nowhere
+
+
+def filled(seed: int = 1) -> ZBuffer:
+    buffer = ZBuffer(4, 1, seed=seed)
+    buffer.add(np.arange(4, dtype=np.float32)[:, None])
+    return buffer
+
+
+@pytest.mark.parametrize("device", [UNUSABLE, torch.device(UNUSABLE)])
+def test_a_sample_device_that_is_not_usable_is_refused_before_anything_is_drawn(
+    device: str | torch.device,
+) -> None:
+    buffer, twin = filled(), filled()
+    before = buffer._generator.get_state()
+    with pytest.raises(ValueError, match=rf"device: device '{UNUSABLE}' is not usable"):
+        buffer.sample(2, device=device)
+    assert torch.equal(buffer._generator.get_state(), before)
+    assert torch.equal(buffer.sample(4), twin.sample(4))
+
+
+@pytest.mark.parametrize(("num", "error"), [(-1, ValueError), (True, TypeError), (2.0, TypeError)])
+def test_a_bad_num_is_refused_before_anything_is_drawn(num: object, error: type) -> None:
+    buffer, twin = filled(), filled()
+    with pytest.raises(error, match="num"):
+        buffer.sample(num)  # type: ignore[arg-type]
+    assert torch.equal(buffer.sample(4), twin.sample(4))
+
+
+def test_an_unusable_device_is_refused_at_construction_naming_it() -> None:
+    with pytest.raises(ValueError, match=rf"device: device '{UNUSABLE}' is not usable"):
+        ZBuffer(4, 3, device=UNUSABLE)
+
+
+def test_numpy_integers_are_accepted_for_every_integer_argument() -> None:
+    buffer = ZBuffer(np.int64(4), np.int32(1), seed=np.uint64(1))
+    buffer.add(np.arange(4, dtype=np.float32)[:, None])
+    assert (buffer.capacity, buffer.dim, buffer.seed) == (4, 1, 1)
+    assert type(buffer.capacity) is int and type(buffer.seed) is int
+    assert torch.equal(buffer.sample(np.int16(4)), filled().sample(4))
+
+
+@pytest.mark.parametrize("argument", ["capacity", "dim", "seed"])
+def test_a_bool_is_refused_for_an_integer_argument(argument: str) -> None:
+    kwargs: dict[str, object] = {"capacity": 4, "dim": 1, "seed": 0, argument: np.bool_(True)}
+    with pytest.raises(TypeError, match=argument):
+        ZBuffer(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_seed_beyond_64_bits_is_refused_with_the_range() -> None:
+    with pytest.raises(ValueError, match=r"seed: expected an int in \[-9223372036854775808, "
+                       r"18446744073709551615\], got 1180591620717411303424"):
+        ZBuffer(4, 1, seed=2**70)

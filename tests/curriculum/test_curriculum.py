@@ -140,3 +140,38 @@ def test_the_curriculum_names_import_from_the_package_as_before() -> None:
     assert Imported is Curriculum
     assert emd([[0.0]], [[2.0]]) == 2.0
     assert emd_to_priorities([1.0], mode="lin").tolist() == [2.0]
+
+
+def test_options_whose_priorities_would_overflow_float32_are_refused_at_construction() -> None:
+    buffer = FakeBuffer([0, 1])
+    with pytest.raises(ValueError, match=r"scale: .*exceeds float32 max"):
+        Curriculum(buffer, scale=100.0)
+    assert buffer.calls == []
+
+
+def test_a_finite_emd_beyond_float32_range_gets_the_max_val_priority() -> None:
+    buffer = FakeBuffer([0, 1])
+    record = Curriculum(buffer).apply({0: 1e300, 1: 0.5}, step=0)
+    assert record.priority == {0: 16.0, 1: 2.0}
+    assert record.emd == {0: 1e300, 1: 0.5}
+
+
+def test_numpy_integers_are_accepted_for_step_and_motion_ids() -> None:
+    buffer = FakeBuffer([np.int64(4), np.uint8(2)])  # type: ignore[list-item]
+    record = Curriculum(buffer).apply({np.int32(4): 1.0, np.uint64(2): 1.0}, step=np.int64(7))
+    assert record.step == 7 and type(record.step) is int
+    assert list(record.emd) == [4, 2] and all(type(m) is int for m in record.emd)
+
+
+@pytest.mark.parametrize("step", [True, np.bool_(False)])
+def test_a_bool_step_is_refused_and_changes_nothing(step: object) -> None:
+    buffer = FakeBuffer([0])
+    curriculum = Curriculum(buffer)
+    with pytest.raises(TypeError, match="step: expected an int"):
+        curriculum.apply({0: 1.0}, step=step)  # type: ignore[arg-type]
+    assert buffer.calls == [] and curriculum.history == []
+
+
+def test_a_bool_motion_id_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"emd_by_motion: motion id"):
+        Curriculum(FakeBuffer([0, 1])).apply({False: 1.0, 1: 1.0}, step=0)

@@ -126,3 +126,60 @@ def test_priorities_reject_a_bool_option() -> None:
     with pytest.raises(TypeError, match="scale"):
         emd_to_priorities(EMDS, scale=True)
 
+
+
+# ------------------------------------------------- float32 range of the priorities
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"scale": 100.0}, r"scale: in mode 'exp' the largest priority, 2 \*\* \(max_val \* "
+                           r"scale\) = 2 \*\* 200\.0, exceeds float32 max"),
+        ({"max_val": 1e39}, r"max_val: 1e\+39 exceeds float32 max"),
+        ({"max_val": 1e300, "mode": "lin"}, r"max_val: 1e\+300 exceeds float32 max"),
+        ({"max_val": 1e38, "scale": 10.0, "mode": "lin"}, r"scale: max_val \* scale = .* "
+                                                          r"exceeds float32 max"),
+        ({"max_val": 1e38, "scale": 10.0, "mode": "bin"}, r"scale: max_val \* scale"),
+        ({"scale": 1e39, "mode": "bin"}, r"scale: 1e\+39 exceeds float32 max"),
+        ({"scale": 1e-50, "mode": "lin"}, r"scale: 1e-50 rounds to 0 in float32"),
+    ],
+)
+def test_options_whose_float32_priorities_would_overflow_are_refused_naming_them(
+    options: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        emd_to_priorities([1.0, 2.0], **options)
+
+
+def test_the_largest_exp_scale_below_the_float32_limit_gives_finite_priorities() -> None:
+    priorities = emd_to_priorities([0.0, 2.0], scale=63.99)
+    assert bool(torch.isfinite(priorities).all())
+
+
+def test_a_negative_min_val_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"min_val: expected a number >= 0"):
+        emd_to_priorities(EMDS, min_val=-1.0, max_val=-0.5, mode="lin")
+
+
+@pytest.mark.parametrize("mode", ["lin", "exp", "bin"])
+@pytest.mark.parametrize(
+    "emds", [[1e300, 1.0], np.array([1e300, 1.0]), torch.tensor([1e300, 1.0], dtype=torch.float64)],
+    ids=["python-floats", "numpy-float64", "torch-float64"],
+)
+def test_a_finite_emd_beyond_float32_range_gets_the_max_val_priority(emds: Any, mode: str) -> None:
+    expected = emd_to_priorities([2.0, 1.0], mode=mode)
+    torch.testing.assert_close(emd_to_priorities(emds, mode=mode), expected)
+
+
+def test_bin_mode_keeps_bins_apart_beyond_the_int64_range() -> None:
+    # floor(p) of 1e20 and 2e20 is past 2**63: as int64 both would land in one bin.
+    priorities = emd_to_priorities([1e20, 2e20], max_val=1e30, scale=1.0, mode="bin")
+    assert priorities.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "emds", [torch.tensor([1.0 + 1j]), np.array([1.0 + 1j]), np.array([True])],
+    ids=["torch-complex", "numpy-complex", "numpy-bool"],
+)
+def test_complex_or_bool_emds_are_refused(emds: Any) -> None:
+    with pytest.raises(TypeError, match="emd: expected real numbers"):
+        emd_to_priorities(emds)

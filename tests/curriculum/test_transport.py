@@ -95,3 +95,56 @@ def test_emd_rejects_a_non_positive_iteration_cap() -> None:
     with pytest.raises(ValueError, match="num_itermax"):
         emd(np.zeros((1, 2)), np.zeros((1, 2)), num_itermax=0)
 
+
+
+# ---------------------------------------------------- range: costs never overflow
+@pytest.mark.parametrize("size", [1e-200, 1e-30, 1e30, 1e160, 1e300])
+def test_emd_of_two_points_is_their_distance_at_any_scale(size: float) -> None:
+    assert emd(np.array([[0.0]]), np.array([[size]])) == size
+
+
+@pytest.mark.parametrize("size", [1e160, 1e200])
+def test_emd_of_far_apart_sets_is_not_reported_as_zero(size: float) -> None:
+    agent = np.array([[0.0], [1.0]])
+    target = np.array([[size], [2.0 * size]])
+    assert emd(agent, target) == pytest.approx(1.5 * size - 0.5, rel=1e-12)
+
+
+@pytest.mark.parametrize("exponent", [-900, -40, 0, 40, 900])
+def test_emd_scales_exactly_with_a_power_of_two(exponent: int) -> None:
+    rng = np.random.default_rng(3)
+    agent, target = rng.normal(size=(4, 3)), rng.normal(size=(6, 3))
+    base = emd(agent, target)
+    assert emd(np.ldexp(agent, exponent), np.ldexp(target, exponent)) == math.ldexp(base, exponent)
+
+
+def test_emd_keeps_python_floats_at_full_precision() -> None:
+    assert emd([[1e300, 0.0]], [[0.0, 0.0]]) == 1e300
+
+
+def test_emd_beyond_float64_max_is_refused_naming_both_arguments() -> None:
+    with pytest.raises(ValueError, match=r"agent_states, target_states: the transport cost "
+                                         r"exceeds float64 max"):
+        emd(np.array([[-1.5e308]]), np.array([[1.5e308]]))
+
+
+def test_emd_refuses_a_cost_the_solver_cut_off_at_num_itermax() -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=r"num_itermax: the solver stopped after 3 iterations"):
+        emd(rng.normal(size=(30, 2)), rng.normal(size=(30, 2)), num_itermax=3)
+
+
+@pytest.mark.parametrize("order", [">", "<", "="])
+def test_emd_reads_numpy_arrays_in_any_byte_order(order: str) -> None:
+    agent = np.array([[0.0, 0.0]], dtype=f"{order}f8")
+    target = np.array([[3.0, 4.0]], dtype=f"{order}f4")
+    assert emd(agent, target) == 5.0
+
+
+@pytest.mark.parametrize(
+    "states", [torch.tensor([[1.0 + 1j]]), np.array([[1.0 + 1j]]), np.array([[True]])],
+    ids=["torch-complex", "numpy-complex", "numpy-bool"],
+)
+def test_emd_refuses_complex_or_bool_states_naming_the_argument(states: Any) -> None:
+    with pytest.raises(TypeError, match="agent_states: expected real numbers"):
+        emd(states, np.zeros((1, 1)))

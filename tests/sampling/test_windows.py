@@ -181,3 +181,23 @@ def test_rejection_and_the_exact_table_draw_agree_on_trajectory_weighting() -> N
     assert set(a) == set(b)
     for key in b:
         assert within(a[key], b[key] / DRAWS)
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 5])
+@pytest.mark.parametrize("weighting", ["trajectory", "window"])
+def test_a_failed_rejection_sample_leaves_the_generator_as_it_was(
+    capacity: int, weighting: str
+) -> None:
+    boundaries = short_and_long(capacity)
+    generator = torch.Generator().manual_seed(0)
+    before = generator.get_state()
+    with pytest.raises(ValueError, match="No trajectories with length"):
+        sample_window_starts(
+            boundaries, count=3, need=capacity + 1, weighting=weighting, generator=generator
+        )
+    assert torch.equal(generator.get_state(), before)
+    twin = torch.Generator().manual_seed(0)
+    options = {"count": 5, "need": 1, "weighting": weighting}
+    after = sample_window_starts(boundaries, generator=generator, **options)
+    fresh = sample_window_starts(boundaries, generator=twin, **options)
+    assert all(torch.equal(a, b) for a, b in zip(after, fresh, strict=True))

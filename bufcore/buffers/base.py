@@ -32,7 +32,7 @@ from bufcore.persist.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from bufcore.rng import generator_state, restore_generator
+from bufcore.rng import check_usable_device, generator_state, restore_generator
 from bufcore.storage.ring import RingStorage
 
 B = TypeVar("B", bound="CheckpointedBuffer")
@@ -222,14 +222,10 @@ def _build(base: type[B], opened: OpenedCheckpoint, device: torch.device | None)
 
 
 def _available(device: torch.device) -> bool:
-    """Whether tensors can be made on ``device`` on this host."""
-    if device.type == "cpu":
-        return True
-    if device.type == "cuda":
-        return torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
+    """Whether tensors can be made on ``device`` in this process."""
     try:
-        torch.empty(0, device=device)
-    except RuntimeError:
+        check_usable_device(device)
+    except ValueError:
         return False
     return True
 

@@ -111,6 +111,11 @@ class CheckpointedBuffer(ABC):
         """
         storage = self._storage
         source = opened.row_source(self.nested_key_separator, storage.batch_dims)
+        if not storage.allocated and source.spec:
+            try:
+                storage.check_size(source.spec, source.env_count)  # before allocating it
+            except ValueError as err:
+                raise config.key("capacity").error(str(err)) from err
         saved_idx = config.optional("_idx", None)
         saved_full = config.optional("_is_full", None)
         if saved_idx.value is None or saved_full.value is None:
@@ -208,13 +213,17 @@ def _build(base: type[B], opened: OpenedCheckpoint, device: torch.device | None)
         )
         kwargs["device"] = torch.device("cpu")
     try:
-        buffer = cls(**kwargs)
-    except (TypeError, ValueError, KeyError) as err:
-        # The saved options themselves are refused (a KeyError: an output key the rows lack).
-        if isinstance(err, StateError | CorruptCheckpointError):
-            raise
-        raise StateError("config", str(err)) from err
-    buffer._restore(opened, config, state)
+        try:
+            buffer = cls(**kwargs)
+        except (TypeError, ValueError, KeyError) as err:
+            # The saved options themselves are refused (a KeyError: an output key the rows lack).
+            if isinstance(err, StateError | CorruptCheckpointError):
+                raise
+            raise StateError("config", str(err)) from err
+        buffer._restore(opened, config, state)
+    except MemoryError as err:
+        # A sound checkpoint may be too large for this host: not corrupt, but say which file.
+        raise MemoryError(f"{opened.path / 'config.json'}: config['capacity']: {err}") from err
     saved = opened.state.get("generator")
     if saved is not None:
         restore_generator(buffer._generator, saved)

@@ -17,6 +17,7 @@ in the dict-family checkpoint format.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -40,6 +41,9 @@ from bufcore.sampling.boundaries import find_start_stop_traj
 from bufcore.sampling.windows import TrajectoryTable, Weighting, draw_from_table
 from bufcore.storage.ring import RingStorage, RowSource
 from bufcore.tree import Key, as_key, as_key_path, format_key_path, key_json, to_tensor, unflatten
+
+# Saved priorities sum to 1 up to float32 rounding (relative error ~1e-7 per value).
+_SUM_TOLERANCE = 1e-4
 
 
 class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
@@ -307,6 +311,11 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
                 f"got {len(ids)} that differ"
             )
         priorities = torch.tensor(values, dtype=torch.float32, device=self.device)
+        total = float(priorities.double().sum())
+        # Saved priorities are normalised float32; anything else would break sampling (inf)
+        # or the documented sum of 1.
+        if not math.isfinite(total) or (total > 0 and abs(total - 1.0) > _SUM_TOLERANCE):
+            raise saved.error(f"expected float32 priorities summing to 1, got sum {total}")
         try:
             self._check_mass(priorities.double(), "the saved priorities")
         except ValueError as err:

@@ -177,7 +177,9 @@ class CheckpointedBuffer(ABC):
             ValueError: the checkpoint holds another kind of buffer, or an unknown one; or
                 ``device`` is not a device (checked before anything is read).
             TypeError: ``device`` is neither a str nor a ``torch.device``.
-            CorruptCheckpointError: a file is damaged or inconsistent.
+            CorruptCheckpointError: a file is damaged or inconsistent, or a field is malformed
+                or asks for more storage than any device holds (names the file and field).
+            MemoryError: this host cannot allocate the rows (names config.json's capacity).
             FileNotFoundError: ``path`` is not a directory.
         """
         target = None if device is None else check_device(device)
@@ -254,7 +256,9 @@ def load_buffer(path: str | os.PathLike[str], device: str | torch.device | None 
         ValueError: unknown ``__target__`` (the message lists the known ones), or ``device``
             is not a device.
         TypeError: ``device`` is neither a str nor a ``torch.device``.
-        CorruptCheckpointError: a file is damaged or differs from the manifest.
+        CorruptCheckpointError: a file is damaged or differs from the manifest, or a field is
+            malformed (names the file and field).
+        MemoryError: this host cannot allocate the rows (names config.json's capacity).
         FileNotFoundError: ``path`` is not a directory.
     """
     return CheckpointedBuffer.load(path, device)

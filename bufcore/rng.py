@@ -84,9 +84,14 @@ def restore_generator(
         StateError: the state is malformed (part ``"state"``).
     """
     try:
-        device_type = str(state["device_type"])
-        raw = base64.b64decode(str(state["state"]), validate=True)
-    except (KeyError, TypeError, ValueError) as err:
+        device_type = state["device_type"]
+        encoded = state["state"]
+        if not isinstance(device_type, str) or not isinstance(encoded, str):
+            raise TypeError("device_type and state must be str")
+        # A device type torch knows (a str alone would seed unknown ones silently).
+        torch.device(device_type)
+        raw = base64.b64decode(encoded, validate=True)
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise StateError(
             "state", f"{where}: expected device_type and base64 state, got {state!r:.80}"
         ) from err

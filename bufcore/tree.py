@@ -9,6 +9,7 @@ shape after the batch axes) and the dtype; the first non-empty write fixes it.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ class LeafSpec:
     @property
     def numel(self) -> int:
         """Elements per row."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # Python ints: a hand-edited shape cannot overflow
 
     @property
     def nbytes(self) -> int:
@@ -167,8 +168,11 @@ def dtype_from_name(name: str) -> torch.dtype:
     """``"float32"`` (or ``"torch.float32"``) -> ``torch.float32``.
 
     Raises:
+        TypeError: ``name`` is not a str (a hand-edited config may hold anything).
         ValueError: the name is not a torch dtype.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"dtype: expected the name of a torch dtype, got {name!r:.80}")
     dtype = getattr(torch, name.removeprefix("torch."), None)
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"dtype: expected the name of a torch dtype, got {name!r}")

@@ -111,6 +111,11 @@ class CheckpointedBuffer(ABC):
         """
         storage = self._storage
         source = opened.row_source(self.nested_key_separator, storage.batch_dims)
+        if not storage.allocated and source.spec:
+            try:
+                storage.check_size(source.spec, source.env_count)  # before allocating it
+            except ValueError as err:
+                raise config.key("capacity").error(str(err)) from err
         saved_idx = config.optional("_idx", None)
         saved_full = config.optional("_is_full", None)
         if saved_idx.value is None or saved_full.value is None:
@@ -172,7 +177,9 @@ class CheckpointedBuffer(ABC):
             ValueError: the checkpoint holds another kind of buffer, or an unknown one; or
                 ``device`` is not a device (checked before anything is read).
             TypeError: ``device`` is neither a str nor a ``torch.device``.
-            CorruptCheckpointError: a file is damaged or inconsistent.
+            CorruptCheckpointError: a file is damaged or inconsistent, or a field is malformed
+                or asks for more storage than any device holds (names the file and field).
+            MemoryError: this host cannot allocate the rows (names config.json's capacity).
             FileNotFoundError: ``path`` is not a directory.
         """
         target = None if device is None else check_device(device)
@@ -208,13 +215,17 @@ def _build(base: type[B], opened: OpenedCheckpoint, device: torch.device | None)
         )
         kwargs["device"] = torch.device("cpu")
     try:
-        buffer = cls(**kwargs)
-    except (TypeError, ValueError, KeyError) as err:
-        # The saved options themselves are refused (a KeyError: an output key the rows lack).
-        if isinstance(err, StateError | CorruptCheckpointError):
-            raise
-        raise StateError("config", str(err)) from err
-    buffer._restore(opened, config, state)
+        try:
+            buffer = cls(**kwargs)
+        except (TypeError, ValueError, KeyError) as err:
+            # The saved options themselves are refused (a KeyError: an output key the rows lack).
+            if isinstance(err, StateError | CorruptCheckpointError):
+                raise
+            raise StateError("config", str(err)) from err
+        buffer._restore(opened, config, state)
+    except MemoryError as err:
+        # A sound checkpoint may be too large for this host: not corrupt, but say which file.
+        raise MemoryError(f"{opened.path / 'config.json'}: config['capacity']: {err}") from err
     saved = opened.state.get("generator")
     if saved is not None:
         restore_generator(buffer._generator, saved)
@@ -241,7 +252,9 @@ def load_buffer(path: str | os.PathLike[str], device: str | torch.device | None 
         ValueError: unknown ``__target__`` (the message lists the known ones), or ``device``
             is not a device.
         TypeError: ``device`` is neither a str nor a ``torch.device``.
-        CorruptCheckpointError: a file is damaged or differs from the manifest.
+        CorruptCheckpointError: a file is damaged or differs from the manifest, or a field is
+            malformed (names the file and field).
+        MemoryError: this host cannot allocate the rows (names config.json's capacity).
         FileNotFoundError: ``path`` is not a directory.
     """
     return CheckpointedBuffer.load(path, device)

@@ -45,6 +45,9 @@ from bufcore.sampling.windows import TrajectoryTable, Weighting, draw_from_table
 from bufcore.storage.ring import RingStorage, RowSource
 from bufcore.tree import Key, as_key, as_key_path, format_key_path, key_json, to_tensor, unflatten
 
+# Saved priorities sum to 1 up to float32 rounding (relative error ~1e-7 per value).
+_SUM_TOLERANCE = 1e-4
+
 
 class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
     """Read-only buffer of expert episodes, sampled as windows with per-trajectory priorities.
@@ -355,6 +358,10 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
             self._check_stored(exact, priorities, "the saved priorities")
         except ValueError as err:
             raise saved.error(str(err)) from err
+        total = float(exact.sum())
+        # Saved priorities are normalised; anything else breaks the documented sum of 1.
+        if abs(total - 1.0) > _SUM_TOLERANCE:
+            raise saved.error(f"expected priorities summing to 1, got sum {total}")
         self.priorities = priorities
 
 

@@ -41,7 +41,7 @@ from bufcore.buffers.windowed import (
     gather_windows,
 )
 from bufcore.checks import check_int
-from bufcore.errors import StateError
+from bufcore.errors import KeyPathError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.sampling.boundaries import OnlineBoundaries
@@ -195,6 +195,11 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
         end = storage.views.get(end_path)
         if end is None:
             raise StateError("rows", f"the end_key {format_key_path(end_path)} has no dataset")
+        try:
+            # As a first extend does: output keys that match no leaf could never be sampled.
+            self._window.output_paths(storage.views)
+        except KeyPathError as err:
+            raise StateError("config", str(err)) from err
         try:
             check_end_leaf(end.shape, self.n_dim, f"dataset {format_key_path(end_path)}")
         except ValueError as err:

@@ -37,6 +37,8 @@ from bufcore.tree import (
 
 DEFAULT_KEYS: tuple[Key, ...] = ("observation",)
 DEFAULT_END_KEY = "done"
+# Window lengths are compared with int64 row counts; longer than any storage can hold.
+MAX_SEQ_LENGTH = 2**62
 
 
 def select_paths(spec: Collection[KeyPath], keys: list[Key], argument: str) -> list[KeyPath]:
@@ -73,7 +75,7 @@ class WindowOptions:
 
     Raises:
         TypeError: malformed keys or a non-int ``seq_length``.
-        ValueError: ``seq_length < 1`` or an unknown weighting.
+        ValueError: ``seq_length`` outside ``[1, 2**62]`` or an unknown weighting.
     """
 
     seq_length: int = 1
@@ -85,7 +87,8 @@ class WindowOptions:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "seq_length", check_int(self.seq_length, "seq_length", minimum=1))
+        seq_length = check_int(self.seq_length, "seq_length", minimum=1, maximum=MAX_SEQ_LENGTH)
+        set_(self, "seq_length", seq_length)
         set_(self, "output_key_t", key_list(self.output_key_t, "output_key_t"))
         set_(self, "output_key_tp1", key_list(self.output_key_tp1, "output_key_tp1"))
         set_(self, "end_key", as_key(self.end_key, "end_key"))
@@ -107,7 +110,7 @@ class WindowOptions:
         """
         batch_size = check_int(batch_size, "batch_size", minimum=1)
         seq = self.seq_length if seq_length is None else check_int(
-            seq_length, "seq_length", minimum=1
+            seq_length, "seq_length", minimum=1, maximum=MAX_SEQ_LENGTH
         )
         if batch_size < seq:
             raise ValueError(
@@ -150,7 +153,7 @@ class WindowOptions:
         """
         default_keys = [key_json(k) for k in DEFAULT_KEYS]
         return {
-            "seq_length": config.key("seq_length").integer(minimum=1),
+            "seq_length": config.key("seq_length").integer(minimum=1, maximum=MAX_SEQ_LENGTH),
             "output_key_t": config.optional("output_key_t", default_keys).validate(key_list),
             "output_key_tp1": config.optional("output_key_tp1", default_keys).validate(key_list),
             "end_key": config.optional("end_key", DEFAULT_END_KEY).validate(as_key),

@@ -23,7 +23,7 @@ from typing import Any, TypeGuard
 from bufcore.checks import check_int
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.hashing import Digests
-from bufcore.storage.ring import STORABLE
+from bufcore.storage.ring import MAX_STORAGE_BYTES, STORABLE
 from bufcore.tree import KeyPath, LeafSpec, Spec, dtype_from_name, dtype_name, join_key_path
 
 FORMAT_NAME = "bufcore.dict-buffer"
@@ -36,6 +36,9 @@ STATE = "state.json"
 MANIFEST = "manifest.json"
 # More axes than any leaf has; bounds what a hand-edited manifest can ask for.
 _MAX_AXES = 32
+# Deeper than any file bufcore writes (4 levels); anything deeper is refused when parsed, so no
+# later recursion (a checksum, an error message's repr) can exhaust the stack.
+MAX_JSON_DEPTH = 32
 
 
 def build_manifest(
@@ -109,6 +112,10 @@ def manifest_spec(root: Path, manifest: dict[str, Any]) -> tuple[Spec, dict[KeyP
             dtype = entry.get("dtype")
             if not isinstance(dtype, str) or dtype_from_name(dtype) not in STORABLE:
                 raise ValueError(f"dtype must name a storable dtype, got {dtype!r:.80}")
+            if (row := LeafSpec(dims, dtype_from_name(dtype)).nbytes) > MAX_STORAGE_BYTES:
+                raise ValueError(
+                    f"shape {list(dims)} takes {row} bytes per row, more than any device holds"
+                )
             if key_path in spec or entry["name"] in names.values():
                 raise ValueError(f"key path {list(key_path)} is listed twice")
         except (TypeError, ValueError) as err:
@@ -129,11 +136,13 @@ def parse_json(data: bytes, path: Path) -> dict[str, Any]:
     """The JSON object in ``data``, the content of the file ``path``.
 
     Raises:
-        CorruptCheckpointError: not UTF-8 JSON, nested too deeply, or not an object.
+        CorruptCheckpointError: not UTF-8 JSON (an int of more digits than Python converts
+            included), nested more than ``MAX_JSON_DEPTH`` levels, or not an object.
     """
     try:
         parsed = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except ValueError as err:
+        # UnicodeDecodeError, JSONDecodeError, and an int beyond sys.get_int_max_str_digits().
         raise CorruptCheckpointError(path, f"not valid JSON ({err})") from err
     except RecursionError:
         raise CorruptCheckpointError(path, "JSON nested too deeply") from None
@@ -141,7 +150,27 @@ def parse_json(data: bytes, path: Path) -> dict[str, Any]:
         raise CorruptCheckpointError(
             path, f"expected a JSON object, got {type(parsed).__name__}"
         )
+    if _depth(parsed) > MAX_JSON_DEPTH:
+        raise CorruptCheckpointError(
+            path, f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)"
+        )
     return parsed
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0), found without recursion."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                break
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth) for child in children)
+    return deepest
 
 
 def check_manifest(root: Path, manifest: dict[str, Any]) -> None:
@@ -195,7 +224,8 @@ def _check_fields(where: Path, manifest: dict[str, Any]) -> None:
     separator = manifest.get("nested_key_separator")
     if not isinstance(separator, str) or not separator:
         raise bad("nested_key_separator", "a non-empty str")
-    if manifest.get("batch_dims") not in (1, 2) or isinstance(manifest.get("batch_dims"), bool):
+    batch_dims = manifest.get("batch_dims")
+    if not _is_int(batch_dims) or batch_dims not in (1, 2):
         raise bad("batch_dims", "1 or 2")
     env_count = manifest.get("env_count")
     if manifest["batch_dims"] == 2:
@@ -251,7 +281,7 @@ def payload_digests(path: Path, manifest: dict[str, Any]) -> Digests:
     block = entry.get("block_bytes")
     if not isinstance(block, int) or isinstance(block, bool) or block < 1 or block & (block - 1):
         raise CorruptCheckpointError(
-            path, f"manifest block_bytes: expected a power of two, got {block!r}"
+            path, f"manifest block_bytes: expected a power of two, got {block!r:.80}"
         )
     blocks = entry.get("sha256_blocks")
     if not isinstance(blocks, list) or not all(isinstance(d, str) for d in blocks):
@@ -259,8 +289,8 @@ def payload_digests(path: Path, manifest: dict[str, Any]) -> Digests:
     if len(blocks) != -(-size // block):
         raise CorruptCheckpointError(
             path,
-            f"manifest lists {len(blocks)} blocks of {block} bytes for {size} bytes "
-            f"(expected {-(-size // block)})",
+            f"manifest sha256_blocks lists {len(blocks)} blocks of block_bytes {block} for size "
+            f"{size} bytes (expected {-(-size // block)})",
         )
     return Digests(size, block, tuple(blocks))
 

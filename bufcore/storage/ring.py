@@ -43,6 +43,9 @@ from bufcore.tree import (
 )
 
 _ROW_ALIGN = 16
+# No device holds more than a 48-bit address space maps (256 TiB): larger storage is refused
+# before anything is allocated (a hand-edited capacity of 10**15 would ask for petabytes).
+MAX_STORAGE_BYTES = 2**48
 
 
 # The dtypes a leaf may have: numeric ones numpy (and so HDF5) can hold, plus bfloat16 (as bits).
@@ -135,7 +138,10 @@ class RingStorage:
     """
 
     def __init__(self, capacity: int, *, device: torch.device, batch_dims: int = 1) -> None:
-        self.capacity = check_int(capacity, "capacity", minimum=1)
+        # Every stored row takes at least _ROW_ALIGN bytes.
+        self.capacity = check_int(
+            capacity, "capacity", minimum=1, maximum=MAX_STORAGE_BYTES // _ROW_ALIGN
+        )
         batch_dims = check_int(batch_dims, "batch_dims", minimum=1, maximum=2)
         self.device = device
         self.batch_dims = batch_dims
@@ -277,16 +283,29 @@ class RingStorage:
         """Fix the spec and allocate every row once (zeros).
 
         Raises:
-            ValueError: the storage is allocated already, or ``env_count`` does not fit
-                ``batch_dims`` (required for ``[time, env]`` rows, None for ``[time]`` rows).
+            ValueError: the storage is allocated already, ``env_count`` does not fit
+                ``batch_dims`` (required for ``[time, env]`` rows, None for ``[time]`` rows),
+                or the rows would take more than ``MAX_STORAGE_BYTES``.
+            MemoryError: the device could not allocate them (the message names the capacity).
         """
         if self.spec is not None:
             raise ValueError("storage: allocated already; its spec is fixed")
-        if (self.batch_dims == 2) != (env_count is not None):
-            raise ValueError(
-                f"env_count: expected {'an int' if self.batch_dims == 2 else 'None'} for "
-                f"{self.batch_dims} batch axes, got {env_count!r}"
-            )
+        total = self.check_size(spec, env_count)
+        n_rows = self.capacity * (env_count or 1)
+        row_bytes = total // n_rows
+        try:
+            if self.device.type == "cpu":
+                # numpy's large allocations get transparent huge pages; first touch is cheaper.
+                self._rows = torch.from_numpy(np.zeros((n_rows, row_bytes), dtype=np.uint8))
+            else:
+                self._rows = torch.zeros(
+                    (n_rows, row_bytes), dtype=torch.uint8, device=self.device
+                )
+        except (MemoryError, torch.OutOfMemoryError) as err:
+            raise MemoryError(
+                f"capacity: {self.capacity} rows of {row_bytes} bytes ({total} bytes) cannot "
+                f"be allocated on {self.device} ({err})"
+            ) from err
         self.spec = dict(spec)
         self.env_count = env_count
         # Widest dtypes first, so offsets need no padding between leaves.
@@ -295,14 +314,6 @@ class RingStorage:
         for path in order:
             self._offsets[path] = offset
             offset += spec[path].nbytes
-        align = max([_ROW_ALIGN, *(leaf.dtype.itemsize for leaf in spec.values())])
-        row_bytes = -(-offset // align) * align
-        n_rows = self.capacity * self.envs
-        if self.device.type == "cpu":
-            # numpy's large allocations get transparent huge pages; first touch is much cheaper.
-            self._rows = torch.from_numpy(np.zeros((n_rows, row_bytes), dtype=np.uint8))
-        else:
-            self._rows = torch.zeros((n_rows, row_bytes), dtype=torch.uint8, device=self.device)
         lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, self.envs)
         for path, leaf in spec.items():
             if leaf.nbytes == 0:
@@ -313,6 +324,30 @@ class RingStorage:
                 flat = column.view(n_rows, *leaf.shape)
             self._flat_views[path] = flat
             self._views[path] = flat.view(*lead, *leaf.shape)
+
+    def check_size(self, spec: Spec, env_count: int | None) -> int:
+        """Bytes the rows of ``spec`` would take at this capacity (nothing is allocated).
+
+        Raises:
+            ValueError: ``env_count`` does not fit ``batch_dims``, or more than
+                ``MAX_STORAGE_BYTES`` (the message names the capacity and the leaves).
+        """
+        if (self.batch_dims == 2) != (env_count is not None):
+            raise ValueError(
+                f"env_count: expected {'an int' if self.batch_dims == 2 else 'None'} for "
+                f"{self.batch_dims} batch axes, got {env_count!r}"
+            )
+        align = max([_ROW_ALIGN, *(leaf.dtype.itemsize for leaf in spec.values())])
+        # Leaves are laid widest first, so their bytes add up without padding.
+        row_bytes = -(-sum(leaf.nbytes for leaf in spec.values()) // align) * align
+        total = self.capacity * (env_count or 1) * row_bytes
+        if total > MAX_STORAGE_BYTES:
+            raise ValueError(
+                f"capacity: {self.capacity} rows of {row_bytes} bytes ({describe_spec(spec)}"
+                f"{f', {env_count} envs' if env_count else ''}) need {total} bytes, more than "
+                f"any device holds ({MAX_STORAGE_BYTES})"
+            )
+        return total
 
     def restore(self, source: RowSource, *, cursor: int, is_full: bool) -> None:
         """Fill the storage with ``source``'s rows (physical order) and set the cursor.

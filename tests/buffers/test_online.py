@@ -12,6 +12,7 @@ import torch
 
 from bufcore.buffers.base import load_buffer
 from bufcore.buffers.online import TrajectoryDictBufferMultiDim
+from bufcore.sampling.boundaries import OnlineBoundaries
 
 DRAWS = 40_000
 
@@ -317,3 +318,22 @@ def test_a_requires_grad_input_leaves_no_graph_in_storage_or_samples() -> None:
     for out in (storage["observation"]["state"], batch["observation"]["state"],
                 batch["next"]["observation"]["state"]):
         assert (out.requires_grad, out.grad_fn) == (False, None)
+
+
+def test_a_first_extend_whose_boundaries_cannot_be_allocated_leaves_the_buffer_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def out_of_memory(self: object, env_count: int) -> None:
+        raise MemoryError("no room for the boundaries")
+
+    buffer = TrajectoryDictBufferMultiDim(capacity=4, n_dim=2, end_key="truncated", seed=0)
+    with monkeypatch.context() as patch:
+        patch.setattr(OnlineBoundaries, "_allocate", out_of_memory)
+        with pytest.raises(MemoryError, match="boundaries"):
+            buffer.extend(step(0, 2, set()))
+    assert (buffer.storage, len(buffer), buffer.cursor) == (None, 0, 0)
+    twin = TrajectoryDictBufferMultiDim(capacity=4, n_dim=2, end_key="truncated", seed=0)
+    for b in (buffer, twin):
+        for t in range(3):
+            b.extend(step(t, 2, {1} if t == 1 else set()))
+    assert buffer.trajectories().stop.tolist() == twin.trajectories().stop.tolist()

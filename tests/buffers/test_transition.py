@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -477,3 +478,12 @@ def test_a_requires_grad_input_leaves_no_graph_in_storage_or_samples() -> None:
     assert (storage["x"].requires_grad, storage["x"].grad_fn) == (False, None)
     for out in (buffer.sample(5)["x"], buffer.get_full_buffer()["x"]):
         assert (out.requires_grad, out.grad_fn) == (False, None)
+
+
+def test_a_separator_warning_raised_as_an_error_leaves_the_buffer_empty() -> None:
+    buffer = DictBuffer(capacity=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="'last-action'"):
+            buffer.extend({"last-action": np.zeros((1, 2))})
+    assert (buffer.storage, len(buffer)) == (None, 0)

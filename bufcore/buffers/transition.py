@@ -30,7 +30,8 @@ class DictBuffer(CheckpointedBuffer):
 
     The first non-empty :meth:`extend` fixes the spec (key path -> trailing shape, dtype) and
     allocates ``capacity`` rows once. Later batches must match it; a dtype is cast only when the
-    cast is safe (float64 -> float32 yes, float -> int no).
+    cast keeps the values (float64 -> float32 yes while they stay finite, int64 -> int8 only
+    when every value fits, float -> int never; see :func:`bufcore.tree.check_cast`).
 
     Args:
         capacity: Rows kept; older rows are overwritten first.

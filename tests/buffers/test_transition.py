@@ -414,8 +414,11 @@ def test_a_nested_tensor_leaf_is_refused_naming_the_key() -> None:
     assert buffer.storage is None
 
 
-def test_a_first_extend_too_large_for_memory_raises_memory_error_and_leaves_it_empty() -> None:
-    buffer = DictBuffer(capacity=2**50)
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_first_extend_too_large_for_memory_raises_memory_error_and_leaves_it_empty(
+    device: str,
+) -> None:
+    buffer = DictBuffer(capacity=2**50, device=device)
     data = {"obs": np.zeros((1, 1024), np.float32)}
     for _ in range(2):  # the same error again, never a KeyError
         with pytest.raises(MemoryError, match=rf"cannot allocate {2**62:,} bytes"):
@@ -423,11 +426,13 @@ def test_a_first_extend_too_large_for_memory_raises_memory_error_and_leaves_it_e
         assert (buffer.storage, len(buffer), buffer.cursor) == (None, 0, 0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("capacity", [1, 2, 5])
 def test_extending_from_an_overlapping_slice_of_its_own_storage_equals_extending_from_a_copy(
-    capacity: int,
+    capacity: int, device: str
 ) -> None:
-    buffer, twin = DictBuffer(capacity=capacity), DictBuffer(capacity=capacity)
+    buffer = DictBuffer(capacity=capacity, device=device)
+    twin = DictBuffer(capacity=capacity, device=device)
     for b in (buffer, twin):
         b.extend(rows(range(capacity + 2)))
     # A slice that starts before the cursor, so the write overwrites rows it still has to read.

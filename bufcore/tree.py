@@ -9,6 +9,8 @@ shape after the batch axes) and the dtype; the first non-empty write fixes it.
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -263,14 +265,16 @@ def check_cast(tensor: torch.Tensor, stored: torch.dtype, *, where: str) -> None
             range and the stored one).
     """
     source = tensor.dtype
+    if source == stored:
+        return
     if not torch.can_cast(source, stored):
         raise TypeError(
             f"{where}: dtype {dtype_name(source)} cannot be cast safely to the stored "
             f"dtype {dtype_name(stored)}"
         )
-    low, high = _dtype_range(stored)
     if tensor.numel() == 0 or source == torch.bool or _covers(stored, source):
         return
+    low, high = _dtype_range(stored)
     found = _value_range(tensor)
     if found is not None and not (low <= found[0] and found[1] <= high):
         kind = "finite range" if stored.is_floating_point else "range"
@@ -288,6 +292,7 @@ def _dtype_range(dtype: torch.dtype) -> tuple[float, float]:
     return info.min, info.max
 
 
+@functools.cache
 def _covers(stored: torch.dtype, source: torch.dtype) -> bool:
     """Whether every finite value of ``source`` lies within ``stored``'s range."""
     low, high = _dtype_range(stored)
@@ -303,26 +308,32 @@ def _value_range(tensor: torch.Tensor) -> tuple[float, float] | None:
     """Smallest and largest finite value of a non-empty tensor; None if none is finite."""
     data = tensor.detach()
     if data.dtype == torch.uint64:
-        # As int64, values >= 2**63 read negative; those are the largest ones.
-        signed = data.view(torch.int64)
-        wrapped = signed < 0
-        if not bool(wrapped.any()):
-            return int(signed.min()), int(signed.max())
-        top = int(signed[wrapped].max()) + 2**64
-        bottom = int(signed.min()) + 2**64 if bool(wrapped.all()) else int(signed[~wrapped].min())
-        return bottom, top
+        return _uint64_range(data)
     if data.dtype in _WIDER:
         data = data.to(_WIDER[data.dtype])
     low, high = torch.aminmax(data)
-    if data.is_floating_point():
-        if not (bool(torch.isfinite(low)) and bool(torch.isfinite(high))):
-            # NaN or inf in the data: they fit; range over the finite values only.
-            finite = data[torch.isfinite(data)]
-            if finite.numel() == 0:
-                return None
-            low, high = torch.aminmax(finite)
-        return float(low), float(high)
-    return int(low), int(high)
+    if not data.is_floating_point():
+        return int(low), int(high)
+    bottom, top = float(low), float(high)
+    if math.isfinite(bottom) and math.isfinite(top):
+        return bottom, top
+    # NaN or inf in the data: they fit; the range is over the finite values only.
+    finite = data[torch.isfinite(data)]
+    if finite.numel() == 0:
+        return None
+    low, high = torch.aminmax(finite)
+    return float(low), float(high)
+
+
+def _uint64_range(data: torch.Tensor) -> tuple[int, int]:
+    """Smallest and largest value of a non-empty uint64 tensor, read through int64."""
+    signed = data.view(torch.int64)
+    wrapped = signed < 0  # values >= 2**63: the largest ones
+    if not bool(wrapped.any()):
+        return int(signed.min()), int(signed.max())
+    top = int(signed[wrapped].max()) + 2**64
+    bottom = int(signed.min()) + 2**64 if bool(wrapped.all()) else int(signed[~wrapped].min())
+    return bottom, top
 
 
 def _number(value: float) -> str:

@@ -34,10 +34,11 @@ STORABLE: frozenset[torch.dtype] = frozenset(
 
 
 def leaf_tensor(value: Any, batch_dims: int, *, where: str) -> torch.Tensor:
-    """One leaf as a tensor with at least ``batch_dims`` leading axes and a storable dtype.
+    """One leaf as a dense tensor with at least ``batch_dims`` leading axes and a storable dtype.
 
     Raises:
-        TypeError: not numeric, or a dtype that cannot be stored (complex, float8, ...).
+        TypeError: not numeric, without dense data (sparse, nested, meta; see
+            :func:`bufcore.tree.to_tensor`), or a dtype that cannot be stored (complex, float8).
         ValueError: fewer axes than the batch axes.
     """
     tensor = to_tensor(value, where)

@@ -134,10 +134,10 @@ class RingStorage:
         """Check a nested batch against the spec (or infer one) without changing anything.
 
         Raises:
-            TypeError: ``data`` is not a mapping, a key is not a string, a leaf is not numeric,
-                or a leaf's dtype cannot be cast safely to the stored dtype.
+            TypeError: ``data`` is not a mapping, a key is not a string, a leaf is not numeric
+                or has no dense data, or a leaf's dtype cannot be cast safely to the stored dtype.
             ValueError: missing or extra keys, a missing batch axis, a wrong trailing shape,
-                unequal batch sizes or env counts.
+                unequal batch sizes or env counts, or values outside the stored dtype's range.
         """
         flat = flatten(data, argument=argument)
         if not flat:
@@ -179,8 +179,10 @@ class RingStorage:
             where: How error messages name it (``"data['obs']"``).
 
         Raises:
-            TypeError: not numeric, a dtype that cannot be stored, or an unsafe cast.
-            ValueError: fewer axes than the batch axes, or a wrong trailing shape.
+            TypeError: not numeric, no dense data, a dtype that cannot be stored, or an unsafe
+                cast.
+            ValueError: fewer axes than the batch axes, a wrong trailing shape, or values
+                outside the stored dtype's range.
         """
         tensor = leaf_tensor(value, self.batch_dims, where=where)
         if self.spec is None:

@@ -9,6 +9,7 @@ shape after the batch axes) and the dtype; the first non-empty write fixes it.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -180,23 +181,29 @@ def dtype_from_name(name: str) -> torch.dtype:
 
 
 def to_tensor(value: Any, where: str) -> torch.Tensor:
-    """Convert one leaf to a tensor without copying where possible.
+    """Convert one leaf to a dense tensor without copying where possible.
 
-    numpy arrays share memory (``torch.from_numpy``), tensors are returned as they are, Python
-    numbers and (nested) lists go through ``torch.as_tensor``. The caller copies into storage.
+    numpy arrays share memory (``torch.from_numpy``) unless they must be copied to become
+    contiguous or native-endian (big-endian arrays from HDF5 or ``np.dtype('>f4')``); tensors are
+    returned as they are; Python numbers and (nested) lists go through ``torch.as_tensor``. The
+    caller copies into storage.
 
     Args:
         value: The leaf.
         where: How error messages name it: an argument and key path (``"data['obs']"``).
 
     Raises:
-        TypeError: the leaf is not numeric (strings, objects, ragged lists, ...).
+        TypeError: the leaf is not numeric (strings, objects, ragged lists, ...), or it is a
+            tensor without dense data: sparse, nested, mkldnn or on the ``meta`` device.
     """
     if isinstance(value, torch.Tensor):
-        return value
+        return _dense(value, where)
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "biuf":
             raise TypeError(f"{where}: expected a numeric array, got numpy dtype {value.dtype}")
+        if not value.dtype.isnative:
+            # torch reads native byte order only; one copy converts (its values are unchanged).
+            value = value.astype(value.dtype.newbyteorder("="))
         try:
             return torch.from_numpy(np.ascontiguousarray(value))
         except TypeError as err:
@@ -214,16 +221,124 @@ def to_tensor(value: Any, where: str) -> torch.Tensor:
     )
 
 
-def check_cast(source: torch.dtype, stored: torch.dtype, *, where: str) -> None:
-    """Refuse a cast from ``source`` to the ``stored`` dtype that is not safe.
+def _dense(tensor: torch.Tensor, where: str) -> torch.Tensor:
+    """``tensor`` if it holds dense, strided data that can be read and copied.
 
-    Safe is ``torch.can_cast``: float64 -> float32 is, float -> int and int -> bool are not.
+    Checked here, before any write, because such tensors fail only inside ``copy_`` (or with an
+    internal error on ``.shape``), possibly after other leaves were written.
 
     Raises:
-        TypeError: the cast is not safe; the message starts with ``where``.
+        TypeError: a nested, sparse or mkldnn tensor, or one on the ``meta`` device.
     """
+    if tensor.is_nested:
+        raise TypeError(
+            f"{where}: expected a dense tensor, got a nested tensor; pad it or split it into "
+            "equal-length leaves"
+        )
+    if tensor.layout != torch.strided:
+        raise TypeError(
+            f"{where}: expected a dense (strided) tensor, got layout {tensor.layout}; "
+            "call .to_dense() first"
+        )
+    if tensor.is_meta:
+        raise TypeError(f"{where}: expected a tensor with data, got one on the meta device")
+    return tensor
+
+
+def check_cast(tensor: torch.Tensor, stored: torch.dtype, *, where: str) -> None:
+    """Refuse to store ``tensor`` as ``stored`` when the cast would change its values' meaning.
+
+    Two checks, the second only when the dtypes alone cannot tell:
+
+    - The kind: ``torch.can_cast`` (float -> int, int -> bool and the like are refused;
+      bool -> int, int -> float and narrowing within a kind pass).
+    - The values, when the stored dtype's range does not cover the source dtype's (int64 ->
+      int8, uint8 -> int8, int32 -> float16, float64 -> float32): every integer must lie within
+      ``torch.iinfo(stored)``, and every *finite* float within ``finfo(stored).max`` in
+      magnitude (so nothing overflows to inf). NaN and +-inf stay allowed: they are
+      representable. This costs one ``aminmax`` per leaf, only for such narrowing casts.
+
+    Rounding is accepted, as in float64 -> float32: a float rounds to the nearest stored value,
+    tiny values may flush to zero, and integers beyond 2**24 (float32) or 2**53 (float64) round
+    to a nearby representable integer.
+
+    Raises:
+        TypeError: the kinds do not cast safely; the message starts with ``where``.
+        ValueError: some values lie outside the stored dtype's range (the message gives their
+            range and the stored one).
+    """
+    source = tensor.dtype
+    if source == stored:
+        return
     if not torch.can_cast(source, stored):
         raise TypeError(
             f"{where}: dtype {dtype_name(source)} cannot be cast safely to the stored "
             f"dtype {dtype_name(stored)}"
         )
+    if tensor.numel() == 0 or source == torch.bool or _covers(stored, source):
+        return
+    low, high = _dtype_range(stored)
+    found = _value_range(tensor)
+    if found is not None and not (low <= found[0] and found[1] <= high):
+        kind = "finite range" if stored.is_floating_point else "range"
+        raise ValueError(
+            f"{where}: values in [{_number(found[0])}, {_number(found[1])}] do not fit the "
+            f"stored dtype {dtype_name(stored)} ({kind} [{_number(low)}, {_number(high)}])"
+        )
+
+
+def _dtype_range(dtype: torch.dtype) -> tuple[float, float]:
+    """Smallest and largest finite value of a numeric dtype (bool is [0, 1])."""
+    if dtype == torch.bool:
+        return 0, 1
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    return info.min, info.max
+
+
+@functools.cache
+def _covers(stored: torch.dtype, source: torch.dtype) -> bool:
+    """Whether every finite value of ``source`` lies within ``stored``'s range."""
+    low, high = _dtype_range(stored)
+    source_low, source_high = _dtype_range(source)
+    return low <= source_low and source_high <= high
+
+
+# Unsigned dtypes wider than uint8 have no min/max kernels; read them as a wider signed type.
+_WIDER = {torch.uint16: torch.int32, torch.uint32: torch.int64}
+
+
+def _value_range(tensor: torch.Tensor) -> tuple[float, float] | None:
+    """Smallest and largest finite value of a non-empty tensor; None if none is finite."""
+    data = tensor.detach()
+    if data.dtype == torch.uint64:
+        return _uint64_range(data)
+    if data.dtype in _WIDER:
+        data = data.to(_WIDER[data.dtype])
+    low, high = torch.aminmax(data)
+    if not data.is_floating_point():
+        return int(low), int(high)
+    bottom, top = float(low), float(high)
+    if math.isfinite(bottom) and math.isfinite(top):
+        return bottom, top
+    # NaN or inf in the data: they fit; the range is over the finite values only.
+    finite = data[torch.isfinite(data)]
+    if finite.numel() == 0:
+        return None
+    low, high = torch.aminmax(finite)
+    return float(low), float(high)
+
+
+def _uint64_range(data: torch.Tensor) -> tuple[int, int]:
+    """Smallest and largest value of a non-empty uint64 tensor, read through int64."""
+    signed = data.view(torch.int64)
+    wrapped = signed < 0  # values >= 2**63: the largest ones
+    if not bool(wrapped.any()):
+        return int(signed.min()), int(signed.max())
+    top = int(signed[wrapped].max()) + 2**64
+    bottom = int(signed.min()) + 2**64 if bool(wrapped.all()) else int(signed[~wrapped].min())
+    return bottom, top
+
+
+def _number(value: float) -> str:
+    """An int as it is, a float in short form (``65504``, ``3.40282e+38``)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"

@@ -5,8 +5,11 @@ presents them as a :class:`~bufcore.storage.ring.RowSource`: episode ``i`` occup
 episode ``i - 1``, every leaf is copied once, straight into the storage (no concatenated copy in
 between), and the end column is True on each episode's last row, so episodes never join.
 
-Spec: the trailing shape of a leaf must be the same in every episode; its dtype is the one all
-episodes' dtypes promote to (``torch.promote_types``), as concatenating them would give.
+Spec: the first episode fixes every leaf's trailing shape and dtype, as a buffer's first write
+does. Later episodes must have the same trailing shapes, and dtypes that cast to the first's
+without changing values (:func:`bufcore.tree.check_cast`: float64 rows of a float32 leaf are
+stored as float32 when they fit; a motion id 1.5 is never stored in an int column). The end
+column's spec comes from the first episode that has one (bool ``[1]`` if none does).
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 import torch
 
 from bufcore.buffers.windowed import check_end_leaf
-from bufcore.storage.ring import leaf_tensor
-from bufcore.tree import KeyPath, LeafSpec, Spec, flatten, format_key_path
+from bufcore.storage.leaves import leaf_tensor
+from bufcore.tree import KeyPath, LeafSpec, Spec, check_cast, flatten, format_key_path
 
 
 class EpisodeRows:
@@ -26,17 +29,20 @@ class EpisodeRows:
 
     Args:
         episodes: Nested dicts of leaves with a leading time axis, the same keys in each.
-        end_path: Key path of the end flags (``[T]`` or ``[T, 1]``); an episode without it gets
-            a bool ``[T, 1]`` column.
+        end_path: Key path of the end flags (``[T]`` or ``[T, 1]``). An episode without them gets
+            flags True on its last row only, in the first given end column's shape and dtype
+            (bool ``[T, 1]`` when no episode has one).
         motion_path: Key path every episode must hold.
         names: How error messages name each episode (default ``episodes[i]``), e.g. the file
             and group it was read from.
 
     Raises:
-        TypeError: ``episodes`` is not a sequence of mappings, or a leaf cannot be stored.
+        TypeError: ``episodes`` is not a sequence of mappings, a leaf cannot be stored, or its
+            dtype does not cast safely to the first episode's (naming the episode and key).
         ValueError: no episodes, an empty episode, leaves of one episode with different
             lengths, a missing motion id, a malformed end column, episodes whose keys or
-            trailing shapes differ (naming the episode and key).
+            trailing shapes differ, or values that do not fit the first episode's dtype
+            (naming the episode and key).
     """
 
     env_count = None
@@ -80,38 +86,48 @@ class EpisodeRows:
                 f"{name}: every leaf needs the same non-zero number of rows (axis 0), "
                 f"got {sorted(lengths)}"
             )
-        length = lengths.pop()
         if motion_path not in leaves:
             raise ValueError(f"{name}: motion_id_key {format_key_path(motion_path)} is missing")
         end = leaves.get(self._end_path)
-        if end is None:
-            leaves[self._end_path] = torch.zeros((length, 1), dtype=torch.bool)
-        else:
+        if end is not None:
             check_end_leaf(end.shape, 1, f"{name}{format_key_path(self._end_path)}")
-        return leaves, length
+        return leaves, lengths.pop()
 
     def _common_spec(self) -> Spec:
-        first = self._episodes[0]
-        spec = {path: LeafSpec(tuple(t.shape[1:]), t.dtype) for path, t in first.items()}
-        for name, leaves in zip(self._names[1:], self._episodes[1:], strict=True):
+        """The first episode's spec; every other episode is checked against it.
+
+        Raises:
+            ValueError: keys or trailing shapes differ, or values do not fit the dtype.
+            TypeError: a dtype that does not cast safely to the first episode's.
+        """
+        end = self._end_path
+        with_end = [i for i, leaves in enumerate(self._episodes) if end in leaves]
+        end_spec = (
+            _leaf_spec(self._episodes[with_end[0]][end]) if with_end else LeafSpec((1,), torch.bool)
+        )
+        first_name, first = self._names[0], self._episodes[0]
+        spec = {path: _leaf_spec(t) for path, t in first.items() if path != end}
+        for name, leaves in zip(self._names, self._episodes, strict=True):
             lacking = [format_key_path(p) for p in spec if p not in leaves]
-            extra = [format_key_path(p) for p in leaves if p not in spec]
+            extra = [format_key_path(p) for p in leaves if p not in spec and p != end]
             if lacking or extra:
                 parts = [f"lacks {', '.join(lacking)}"] if lacking else []
                 parts += [f"has extra {', '.join(extra)}"] if extra else []
                 raise ValueError(
-                    f"{name}: keys differ from {self._names[0]}'s ({' and '.join(parts)}); "
+                    f"{name}: keys differ from {first_name}'s ({' and '.join(parts)}); "
                     "every episode must have the same keys"
                 )
             for path, tensor in leaves.items():
-                leaf = spec[path]
+                leaf = end_spec if path == end else spec[path]
+                where = f"{name}{format_key_path(path)}"
                 if tuple(tensor.shape[1:]) != leaf.shape:
+                    origin = self._names[with_end[0]] if path == end else first_name
                     raise ValueError(
-                        f"{name}{format_key_path(path)}: expected trailing shape "
-                        f"{list(leaf.shape)} as in {self._names[0]}, got {list(tensor.shape[1:])}"
+                        f"{where}: expected trailing shape {list(leaf.shape)} as in {origin}, "
+                        f"got {list(tensor.shape[1:])}"
                     )
-                spec[path] = LeafSpec(leaf.shape, torch.promote_types(leaf.dtype, tensor.dtype))
-        return spec
+                check_cast(tensor, leaf.dtype, where=where)
+        return {**spec, end: end_spec}
 
     def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
         """Copy each episode into its rows of ``dests``; its last row ends a trajectory."""
@@ -119,6 +135,13 @@ class EpisodeRows:
         for leaves, length in zip(self._episodes, self._lengths, strict=True):
             stop = start + length
             for path, dest in dests.items():
-                dest[start:stop].copy_(leaves[path].detach())
+                if path in leaves:
+                    dest[start:stop].copy_(leaves[path].detach())
+                else:  # an episode without end flags: none before its last row
+                    dest[start:stop] = False
             dests[self._end_path][stop - 1] = True
             start = stop
+
+
+def _leaf_spec(tensor: torch.Tensor) -> LeafSpec:
+    return LeafSpec(tuple(tensor.shape[1:]), tensor.dtype)

@@ -46,7 +46,7 @@ from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.sampling.boundaries import OnlineBoundaries
 from bufcore.sampling.windows import TrajectoryTable, Weighting, sample_window_starts
-from bufcore.storage.ring import Batch
+from bufcore.storage.ring import Batch, RingStorage
 from bufcore.tree import Key, format_key_path
 
 
@@ -135,8 +135,19 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
             # The first batch fixes the keys: a buffer that could never be sampled is refused.
             self._window.output_paths(batch.leaves)
         flags = end_matrix(end, self.n_dim)
-        super()._write(batch)
-        self._boundaries.extend(flags)
+        if self._storage.allocated:
+            super()._write(batch)
+            self._boundaries.extend(flags)
+            return
+        try:
+            super()._write(batch)
+            self._boundaries.extend(flags)
+        except BaseException:
+            # The first write allocates the rows, then the boundaries: if either fails (out of
+            # memory), the buffer goes back to new rather than keeping rows it cannot index.
+            self._storage = RingStorage(self.capacity, device=self.device, batch_dims=self.n_dim)
+            self._boundaries = OnlineBoundaries(self.capacity, device=self.device)
+            raise
 
     # ---------------------------------------------------------------- reading
     def sample(self, batch_size: int = 1, seq_length: int | None = None) -> dict[str, Any]:

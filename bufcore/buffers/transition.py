@@ -30,7 +30,8 @@ class DictBuffer(CheckpointedBuffer):
 
     The first non-empty :meth:`extend` fixes the spec (key path -> trailing shape, dtype) and
     allocates ``capacity`` rows once. Later batches must match it; a dtype is cast only when the
-    cast is safe (float64 -> float32 yes, float -> int no).
+    cast keeps the values (float64 -> float32 yes while they stay finite, int64 -> int8 only
+    when every value fits, float -> int never; see :func:`bufcore.tree.check_cast`).
 
     Args:
         capacity: Rows kept; older rows are overwritten first.
@@ -98,29 +99,32 @@ class DictBuffer(CheckpointedBuffer):
         """Append a batch: a nested dict whose leaves share a leading batch axis.
 
         A batch larger than ``capacity`` keeps its last ``capacity`` rows in order; an empty
-        batch is a no-op. Nothing is written unless the whole batch is valid.
+        batch is a no-op. Nothing is written unless the whole batch is valid, and a batch that
+        raises leaves the buffer exactly as it was.
 
         Raises:
-            TypeError: not a mapping, a non-str key, a non-numeric leaf, or an unsafe dtype cast.
-            ValueError: missing or extra keys, a missing batch axis, a wrong trailing shape, or
-                unequal batch sizes.
+            TypeError: not a mapping, a non-str key, a non-numeric leaf or one without dense data
+                (sparse, nested, meta), or a dtype that does not cast safely (float -> int).
+            ValueError: missing or extra keys, a missing batch axis, a wrong trailing shape,
+                unequal batch sizes, or values outside the stored dtype's range.
+            MemoryError: the first batch's ``capacity`` rows cannot be allocated.
         """
         batch = self._storage.validate(data)
         if batch.size == 0:
             return
-        newly_allocated = not self._storage.allocated
+        if not self._storage.allocated:
+            # Before the write: a warning turned into an error must not follow a stored batch.
+            self._warn_unsaveable_keys(batch)
         with torch.no_grad():
             self._write(batch)
-        if newly_allocated:
-            self._warn_unsaveable_keys()
 
     def _write(self, batch: Batch) -> None:
         """Write a validated, non-empty batch (subclasses extend this to track more state)."""
         self._storage.write(batch)
 
-    def _warn_unsaveable_keys(self) -> None:
+    def _warn_unsaveable_keys(self, batch: Batch) -> None:
         sep = self.nested_key_separator
-        clashing = [p for p in self._storage.views if any(sep in part for part in p)]
+        clashing = [p for p in batch.leaves if any(sep in part for part in p)]
         if clashing:
             warnings.warn(
                 f"keys {', '.join(map(format_key_path, clashing))} contain the nested key "

@@ -12,8 +12,10 @@ and pages. One ``index_select`` per leaf over these packed rows runs about twice
 same gathers from separate per-leaf arrays, and writes are a strided copy per leaf.
 
 The write cursor follows ``cursor = (cursor + n) % capacity``; the storage is full once a write
-reaches the last row. A batch is validated completely (:meth:`RingStorage.validate`) before
-:meth:`RingStorage.write` touches anything, so a bad batch never leaves the storage half-written.
+reaches the last row. A batch is validated completely (:meth:`RingStorage.validate`: keys, shapes,
+dtypes and the values of narrowing casts) before :meth:`RingStorage.write` touches anything, and
+the write stages what could still fail (the first allocation, device moves, sources that share
+memory with the rows) before its first copy, so a bad batch never leaves the storage half-written.
 
 Saved rows come back through :meth:`RingStorage.restore` from a :class:`RowSource` (a checkpoint
 being read, or episodes being laid end to end), which copies them straight into the freshly
@@ -26,65 +28,26 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
 import torch
 
 from bufcore.checks import check_int
+from bufcore.storage.leaves import STORABLE as STORABLE
+from bufcore.storage.leaves import leaf_tensor
+from bufcore.storage.memory import overlaps, zeros_rows
 from bufcore.tree import (
     KeyPath,
     LeafSpec,
     Spec,
     check_cast,
     describe_spec,
-    dtype_name,
     flatten,
     format_key_path,
-    to_tensor,
 )
 
 _ROW_ALIGN = 16
 # No device holds more than a 48-bit address space maps (256 TiB): larger storage is refused
 # before anything is allocated (a hand-edited capacity of 10**15 would ask for petabytes).
 MAX_STORAGE_BYTES = 2**48
-
-
-# The dtypes a leaf may have: numeric ones numpy (and so HDF5) can hold, plus bfloat16 (as bits).
-STORABLE: frozenset[torch.dtype] = frozenset(
-    {
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.uint16,
-        torch.uint32,
-        torch.uint64,
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-    }
-)
-
-
-def leaf_tensor(value: Any, batch_dims: int, *, where: str) -> torch.Tensor:
-    """One leaf as a tensor with at least ``batch_dims`` leading axes and a storable dtype.
-
-    Raises:
-        TypeError: not numeric, or a dtype that cannot be stored (complex, float8, ...).
-        ValueError: fewer axes than the batch axes.
-    """
-    tensor = to_tensor(value, where)
-    if tensor.ndim < batch_dims:
-        axes = "[batch, ...]" if batch_dims == 1 else "[time, env, ...]"
-        raise ValueError(
-            f"{where}: expected {batch_dims} leading batch axes {axes}, got shape "
-            f"{list(tensor.shape)}; did you forget the batch dimension?"
-        )
-    if tensor.dtype not in STORABLE:
-        raise TypeError(f"{where}: dtype {dtype_name(tensor.dtype)} cannot be stored")
-    return tensor
 
 
 @dataclass(frozen=True)
@@ -177,10 +140,10 @@ class RingStorage:
         """Check a nested batch against the spec (or infer one) without changing anything.
 
         Raises:
-            TypeError: ``data`` is not a mapping, a key is not a string, a leaf is not numeric,
-                or a leaf's dtype cannot be cast safely to the stored dtype.
+            TypeError: ``data`` is not a mapping, a key is not a string, a leaf is not numeric
+                or has no dense data, or a leaf's dtype cannot be cast safely to the stored dtype.
             ValueError: missing or extra keys, a missing batch axis, a wrong trailing shape,
-                unequal batch sizes or env counts.
+                unequal batch sizes or env counts, or values outside the stored dtype's range.
         """
         flat = flatten(data, argument=argument)
         if not flat:
@@ -222,8 +185,10 @@ class RingStorage:
             where: How error messages name it (``"data['obs']"``).
 
         Raises:
-            TypeError: not numeric, a dtype that cannot be stored, or an unsafe cast.
-            ValueError: fewer axes than the batch axes, or a wrong trailing shape.
+            TypeError: not numeric, no dense data, a dtype that cannot be stored, or an unsafe
+                cast.
+            ValueError: fewer axes than the batch axes, a wrong trailing shape, or values
+                outside the stored dtype's range.
         """
         tensor = leaf_tensor(value, self.batch_dims, where=where)
         if self.spec is None:
@@ -239,7 +204,7 @@ class RingStorage:
             raise ValueError(
                 f"{where}: expected shape [{expected}], got {list(tensor.shape)}{hint}"
             )
-        check_cast(tensor.dtype, leaf.dtype, where=where)
+        check_cast(tensor, leaf.dtype, where=where)
         return tensor
 
     def _common_axis(
@@ -254,7 +219,16 @@ class RingStorage:
 
     # ---------------------------------------------------------------- writing
     def write(self, batch: Batch) -> None:
-        """Write a validated batch at the cursor; a batch over capacity keeps its last rows."""
+        """Write a validated batch at the cursor; a batch over capacity keeps its last rows.
+
+        Everything that can fail happens before the first row is written: the first batch's
+        allocation, moving leaves from another device, and copying leaves that share memory
+        with the rows (a slice of :attr:`views` would otherwise be overwritten while it is
+        still being read).
+
+        Raises:
+            MemoryError: the first batch's rows cannot be allocated (nothing changes).
+        """
         n = batch.size
         if n == 0:
             return
@@ -270,8 +244,8 @@ class RingStorage:
         kept = min(n, cap)
         start = (self.cursor + n - kept) % cap
         first = min(kept, cap - start)
-        for path, src in batch.leaves.items():
-            src = src[n - kept :]
+        staged = {path: self._staged(src[n - kept :]) for path, src in batch.leaves.items()}
+        for path, src in staged.items():
             view = self._views[path]
             view[start : start + first].copy_(src[:first])
             if kept > first:
@@ -279,54 +253,63 @@ class RingStorage:
         self.is_full = self.is_full or self.cursor + n >= cap
         self.cursor = (self.cursor + n) % cap
 
+    def _staged(self, src: torch.Tensor) -> torch.Tensor:
+        """``src`` on the storage device, and never sharing memory with the rows."""
+        if src.device != self.device:
+            return src.to(self.device)
+        if self._rows is not None and overlaps(src, self._rows):
+            return src.clone()
+        return src
+
     def allocate(self, spec: Spec, env_count: int | None) -> None:
         """Fix the spec and allocate every row once (zeros).
+
+        Atomic: the storage changes only once every row is allocated.
 
         Raises:
             ValueError: the storage is allocated already, ``env_count`` does not fit
                 ``batch_dims`` (required for ``[time, env]`` rows, None for ``[time]`` rows),
                 or the rows would take more than ``MAX_STORAGE_BYTES``.
-            MemoryError: the device could not allocate them (the message names the capacity).
+            MemoryError: the rows cannot be allocated; the message gives the bytes asked for.
         """
         if self.spec is not None:
             raise ValueError("storage: allocated already; its spec is fixed")
-        total = self.check_size(spec, env_count)
-        n_rows = self.capacity * (env_count or 1)
-        row_bytes = total // n_rows
-        try:
-            if self.device.type == "cpu":
-                # numpy's large allocations get transparent huge pages; first touch is cheaper.
-                self._rows = torch.from_numpy(np.zeros((n_rows, row_bytes), dtype=np.uint8))
-            else:
-                self._rows = torch.zeros(
-                    (n_rows, row_bytes), dtype=torch.uint8, device=self.device
-                )
-        except (MemoryError, torch.OutOfMemoryError) as err:
-            raise MemoryError(
-                f"capacity: {self.capacity} rows of {row_bytes} bytes ({total} bytes) cannot "
-                f"be allocated on {self.device} ({err})"
-            ) from err
-        self.spec = dict(spec)
-        self.env_count = env_count
+        row_bytes = self.check_size(spec, env_count)
         # Widest dtypes first, so offsets need no padding between leaves.
         order = sorted(spec, key=lambda p: -spec[p].dtype.itemsize)
+        offsets: dict[KeyPath, int] = {}
         offset = 0
         for path in order:
-            self._offsets[path] = offset
+            offsets[path] = offset
             offset += spec[path].nbytes
-        lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, self.envs)
+        envs = env_count or 1
+        n_rows = self.capacity * envs
+        rows = zeros_rows(n_rows, row_bytes, self.device, self._describe_rows(envs, row_bytes))
+        lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, envs)
+        flat_views: dict[KeyPath, torch.Tensor] = {}
         for path, leaf in spec.items():
             if leaf.nbytes == 0:
                 flat = torch.zeros((n_rows, *leaf.shape), dtype=leaf.dtype, device=self.device)
             else:
-                off = self._offsets[path]
-                column = self._rows[:, off : off + leaf.nbytes].view(leaf.dtype)
+                off = offsets[path]
+                column = rows[:, off : off + leaf.nbytes].view(leaf.dtype)
                 flat = column.view(n_rows, *leaf.shape)
-            self._flat_views[path] = flat
-            self._views[path] = flat.view(*lead, *leaf.shape)
+            flat_views[path] = flat
+        self.spec = dict(spec)
+        self.env_count = env_count
+        self._rows = rows
+        self._offsets = offsets
+        self._flat_views = flat_views
+        self._views = {p: flat.view(*lead, *spec[p].shape) for p, flat in flat_views.items()}
+
+    def _describe_rows(self, envs: int, row_bytes: int) -> str:
+        """``"8 rows x 4 envs x 64 bytes"``: the shape of an allocation, for error messages."""
+        env_part = f" x {envs} envs" if self.batch_dims == 2 else ""
+        return f"{self.capacity} rows{env_part} x {row_bytes} bytes"
 
     def check_size(self, spec: Spec, env_count: int | None) -> int:
-        """Bytes the rows of ``spec`` would take at this capacity (nothing is allocated).
+        """Bytes of one row of ``spec``, once checked that all rows fit ``MAX_STORAGE_BYTES``
+        (nothing is allocated).
 
         Raises:
             ValueError: ``env_count`` does not fit ``batch_dims``, or more than
@@ -347,7 +330,7 @@ class RingStorage:
                 f"{f', {env_count} envs' if env_count else ''}) need {total} bytes, more than "
                 f"any device holds ({MAX_STORAGE_BYTES})"
             )
-        return total
+        return row_bytes
 
     def restore(self, source: RowSource, *, cursor: int, is_full: bool) -> None:
         """Fill the storage with ``source``'s rows (physical order) and set the cursor.

@@ -33,9 +33,54 @@ def test_episodes_are_laid_end_to_end_each_ending_on_its_last_row() -> None:
     assert storage.views[("done",)][:, 0].tolist() == [False, True, False, False, True]
 
 
-def test_dtypes_promote_across_episodes_as_concatenation_would() -> None:
+def test_the_first_episode_fixes_the_dtype_and_later_ones_are_cast_when_values_fit() -> None:
     source = rows([episode(2, 1), episode(2, 2, dtype=np.float64)])
-    assert source.spec[("observation",)].dtype == torch.float64
+    assert source.spec[("observation",)].dtype == torch.float32
+    storage = RingStorage(source.count, device=CPU)
+    storage.restore(source, cursor=0, is_full=True)
+    assert storage.views[("observation",)][:, 0].tolist() == [1.0, 1.0, 2.0, 2.0]
+
+
+def test_a_float_motion_id_after_integer_ones_is_refused_naming_the_episode_and_key() -> None:
+    second = {**episode(2, 2), "motion_id": np.full(2, 1.5)}
+    with pytest.raises(
+        TypeError, match=r"^episodes\[1\]\['motion_id'\]: dtype float64 cannot be cast safely"
+    ):
+        rows([episode(2, 1), second])
+
+
+def test_values_that_do_not_fit_the_first_episodes_dtype_are_refused_naming_the_file() -> None:
+    first = {**episode(2, 1), "act": np.zeros((2, 1), np.int8)}
+    second = {**episode(2, 2), "act": np.array([[0], [300]])}
+    with pytest.raises(ValueError, match=r"^b\.h5: ep_0\['act'\]: values in \[0, 300\] .* int8"):
+        EpisodeRows(
+            [first, second],
+            end_path=("done",),
+            motion_path=("motion_id",),
+            names=["a.h5: ep_0", "b.h5: ep_0"],
+        )
+
+
+@pytest.mark.parametrize("end_shape", [(), (1,)])
+def test_an_episode_without_end_flags_takes_the_end_column_of_the_others(
+    end_shape: tuple[int, ...],
+) -> None:
+    given = {**episode(2, 1), "done": np.zeros((2, *end_shape), bool)}
+    source = rows([episode(3, 0), given, episode(1, 2)])
+    assert source.spec[("done",)].shape == end_shape
+    storage = RingStorage(source.count, device=CPU)
+    storage.restore(source, cursor=0, is_full=True)
+    flags = storage.views[("done",)].reshape(-1).tolist()
+    assert flags == [False, False, True, False, True, True]
+
+
+def test_big_endian_episodes_are_stored_with_their_values() -> None:
+    second = {**episode(1, 4), "motion_id": np.full(1, 4, ">i8")}
+    source = rows([episode(2, 3, dtype=">f4"), second])
+    storage = RingStorage(source.count, device=CPU)
+    storage.restore(source, cursor=0, is_full=True)
+    assert storage.views[("observation",)][:, 0].tolist() == [3.0, 3.0, 4.0]
+    assert storage.views[("motion_id",)].tolist() == [3, 3, 4]
 
 
 def test_a_trailing_shape_that_differs_names_the_episode_and_key() -> None:

@@ -168,3 +168,14 @@ def test_files_without_episodes_are_refused(tmp_path: Path) -> None:
         h5.attrs["num_episodes"] = 0
     with pytest.raises(ValueError, match="hold no episode"):
         load_expert_trajectories(write_list(tmp_path, "a.h5"), tmp_path, 1, "cpu")
+
+
+def test_big_endian_episode_files_load_with_their_values(tmp_path: Path) -> None:
+    big = {key: value.astype(value.dtype.newbyteorder(">")) for key, value in episode(4, 7).items()}
+    save_episodes(tmp_path / "big.h5", [big])
+    with h5py.File(tmp_path / "big.h5", "r") as file:
+        assert file["ep_0"]["motion_id"].dtype.byteorder == ">"
+    buffer = load_expert_trajectories(write_list(tmp_path, "big.h5"), tmp_path, 1, "cpu")
+    assert buffer.motion_ids == [7]
+    assert buffer.storage["motion_id"].tolist() == [7, 7, 7, 7]
+    assert buffer.storage["action"].dtype == torch.float32

@@ -8,9 +8,11 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from bufcore.buffers.base import load_buffer
 from bufcore.buffers.online import TrajectoryDictBufferMultiDim
+from bufcore.sampling.boundaries import OnlineBoundaries
 
 DRAWS = 40_000
 
@@ -249,3 +251,89 @@ def test_a_batch_with_zero_envs_is_refused() -> None:
     buffer = TrajectoryDictBufferMultiDim(capacity=4, n_dim=2)
     with pytest.raises(ValueError, match="at least one env"):
         buffer.extend({"observation": np.zeros((1, 0, 3)), "done": np.zeros((1, 0, 1), bool)})
+
+
+# ------------------------------------------------------------------ writes from odd sources
+@pytest.mark.parametrize("capacity", [1, 2, 5])
+def test_extending_a_time_env_buffer_from_its_own_overlapping_rows_equals_extending_a_copy(
+    capacity: int,
+) -> None:
+    def filled() -> TrajectoryDictBufferMultiDim:
+        buffer = TrajectoryDictBufferMultiDim(capacity=capacity, n_dim=2, end_key="truncated")
+        for t in range(capacity + 2):
+            buffer.extend(step(t, 3, {t % 3}))
+        return buffer
+
+    buffer, twin = filled(), filled()
+    begin = (buffer.cursor - 1) % capacity
+    storage = buffer.storage
+    assert storage is not None
+    source = {
+        "observation": {"state": storage["observation"]["state"][begin:]},
+        "truncated": storage["truncated"][begin:],
+    }
+    copy = {
+        "observation": {"state": source["observation"]["state"].clone()},
+        "truncated": source["truncated"].clone(),
+    }
+    buffer.extend(source)
+    twin.extend(copy)
+    after, expected = buffer.storage, twin.storage
+    assert after is not None and expected is not None
+    assert torch.equal(after["observation"]["state"], expected["observation"]["state"])
+    assert torch.equal(after["truncated"], expected["truncated"])
+    assert buffer.trajectories().stop.tolist() == twin.trajectories().stop.tolist()
+
+
+def test_big_endian_steps_are_stored_with_their_values() -> None:
+    buffer = TrajectoryDictBufferMultiDim(capacity=4, n_dim=2, end_key="truncated")
+    data = step(5, 2, {1})
+    data["observation"]["state"] = data["observation"]["state"].astype(">f8")
+    buffer.extend(data)
+    storage = buffer.storage
+    assert storage is not None
+    assert storage["observation"]["state"][0].tolist() == [[5.0, 0.0], [5.0, 1.0]]
+
+
+def test_numpy_integers_are_accepted_for_every_size_argument() -> None:
+    buffer = TrajectoryDictBufferMultiDim(
+        capacity=np.int64(6), n_dim=np.int8(2), seq_length=np.uint16(2), end_key="truncated"
+    )  # type: ignore[arg-type]
+    for t in range(4):
+        buffer.extend(step(t, 2, set()))
+    out = buffer.sample(np.int64(4), seq_length=np.int32(2))  # type: ignore[arg-type]
+    assert out["observation"]["state"].shape == (4, 2)
+
+
+def test_a_requires_grad_input_leaves_no_graph_in_storage_or_samples() -> None:
+    buffer = TrajectoryDictBufferMultiDim(capacity=4, n_dim=2, end_key="truncated")
+    weight = torch.ones(1, requires_grad=True)
+    for t in range(3):
+        data = step(t, 2, set())
+        data["observation"]["state"] = torch.from_numpy(data["observation"]["state"]) * weight
+        buffer.extend(data)
+    storage = buffer.storage
+    assert storage is not None
+    batch = buffer.sample(4)
+    for out in (storage["observation"]["state"], batch["observation"]["state"],
+                batch["next"]["observation"]["state"]):
+        assert (out.requires_grad, out.grad_fn) == (False, None)
+
+
+def test_a_first_extend_whose_boundaries_cannot_be_allocated_leaves_the_buffer_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def out_of_memory(self: object, env_count: int) -> None:
+        raise MemoryError("no room for the boundaries")
+
+    buffer = TrajectoryDictBufferMultiDim(capacity=4, n_dim=2, end_key="truncated", seed=0)
+    with monkeypatch.context() as patch:
+        patch.setattr(OnlineBoundaries, "_allocate", out_of_memory)
+        with pytest.raises(MemoryError, match="boundaries"):
+            buffer.extend(step(0, 2, set()))
+    assert (buffer.storage, len(buffer), buffer.cursor) == (None, 0, 0)
+    twin = TrajectoryDictBufferMultiDim(capacity=4, n_dim=2, end_key="truncated", seed=0)
+    for b in (buffer, twin):
+        for t in range(3):
+            b.extend(step(t, 2, {1} if t == 1 else set()))
+    assert buffer.trajectories().stop.tolist() == twin.trajectories().stop.tolist()

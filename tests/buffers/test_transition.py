@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -362,3 +363,132 @@ def test_get_full_buffer_is_a_copy() -> None:
 
 def test_get_full_buffer_of_an_empty_buffer_is_empty() -> None:
     assert DictBuffer(capacity=3).get_full_buffer() == {}
+
+
+# ------------------------------------------------------------- writes that must not go half-way
+def test_extend_refuses_int64_300_into_int8_and_leaves_storage_unchanged() -> None:
+    buffer = DictBuffer(capacity=5)
+    buffer.extend({**rows(range(7)), "act": np.zeros((7, 1), np.int8)})
+    before = snapshot(buffer)
+    act_before = buffer.get_full_buffer()["act"]
+    message = r"values in \[-3, 300\] do not fit the stored dtype int8 \(range \[-128, 127\]\)"
+    with pytest.raises(ValueError, match=rf"data\['act'\]: {message}"):
+        buffer.extend({**rows([8, 9]), "act": np.array([[-3], [300]])})
+    assert_unchanged(buffer, before)
+    assert torch.equal(buffer.get_full_buffer()["act"], act_before)
+
+
+def test_extend_refuses_float64_values_that_overflow_float16() -> None:
+    buffer = DictBuffer(capacity=3)
+    buffer.extend({"x": np.zeros((1, 2), np.float16)})
+    with pytest.raises(ValueError, match=r"data\['x'\]: values in \[0, 1e\+06\] .* float16"):
+        buffer.extend({"x": np.array([[0.0, 1e6]])})
+    assert len(buffer) == 1
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        torch.zeros((2, 1), dtype=torch.bool, device="meta"),
+        torch.zeros((2, 1), dtype=torch.bool).to_sparse(),
+    ],
+    ids=["meta", "sparse"],
+)
+def test_a_last_leaf_that_cannot_be_copied_leaves_the_earlier_leaves_unwritten(
+    bad: torch.Tensor,
+) -> None:
+    buffer = DictBuffer(capacity=5)
+    buffer.extend(rows(range(7)))
+    before = snapshot(buffer)
+    with pytest.raises(TypeError, match=r"data\['done'\]: expected a .*tensor"):
+        buffer.extend({**rows([8, 9]), "done": bad})
+    assert_unchanged(buffer, before)
+
+
+@pytest.mark.filterwarnings("ignore:.*nested tensors.*:UserWarning")
+def test_a_nested_tensor_leaf_is_refused_naming_the_key() -> None:
+    nested = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(2)])
+    buffer = DictBuffer(capacity=4)
+    with pytest.raises(TypeError, match=r"data\['x'\]: expected a dense tensor, got a nested"):
+        buffer.extend({"x": nested})
+    assert buffer.storage is None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_first_extend_too_large_for_memory_raises_memory_error_and_leaves_it_empty(
+    device: str,
+) -> None:
+    buffer = DictBuffer(capacity=2**44, device=device)  # 256 TiB of 16-byte rows
+    data = {"obs": np.zeros((1, 4), np.float32)}
+    for _ in range(2):  # the same error again, never a KeyError
+        with pytest.raises(MemoryError, match=rf"cannot allocate {2**48:,} bytes"):
+            buffer.extend(data)
+        assert (buffer.storage, len(buffer), buffer.cursor) == (None, 0, 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("capacity", [1, 2, 5])
+def test_extending_from_an_overlapping_slice_of_its_own_storage_equals_extending_from_a_copy(
+    capacity: int, device: str
+) -> None:
+    buffer = DictBuffer(capacity=capacity, device=device)
+    twin = DictBuffer(capacity=capacity, device=device)
+    for b in (buffer, twin):
+        b.extend(rows(range(capacity + 2)))
+    # A slice that starts before the cursor, so the write overwrites rows it still has to read.
+    begin = (buffer.cursor - 1) % capacity
+    view = buffer.storage
+    assert view is not None
+    source = {
+        "obs": {"state": view["obs"]["state"][begin:]},
+        "id": view["id"][begin:],
+        "done": view["done"][begin:],
+    }
+    copy = {
+        "obs": {"state": source["obs"]["state"].clone()},
+        "id": source["id"].clone(),
+        "done": source["done"].clone(),
+    }
+    buffer.extend(source)
+    twin.extend(copy)
+    assert snapshot_equal(buffer, twin)
+
+
+def snapshot_equal(a: DictBuffer, b: DictBuffer) -> bool:
+    left, right = snapshot(a), snapshot(b)
+    return left[:3] == right[:3] and all(torch.equal(left[3][k], right[3][k]) for k in left[3])
+
+
+def test_big_endian_numpy_leaves_are_stored_with_their_values() -> None:
+    buffer = DictBuffer(capacity=4)
+    buffer.extend({"x": np.arange(6, dtype=">f4").reshape(3, 2), "i": np.arange(3, dtype=">i8")})
+    full = buffer.get_full_buffer()
+    assert full["x"].tolist() == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    assert (full["x"].dtype, full["i"].tolist()) == (torch.float32, [0, 1, 2])
+
+
+def test_numpy_integers_are_accepted_for_capacity_and_batch_size() -> None:
+    buffer = DictBuffer(capacity=np.int64(4), seed=np.uint32(3))  # type: ignore[arg-type]
+    buffer.extend(rows([1, 2]))
+    assert (buffer.capacity, type(buffer.capacity)) == (4, int)
+    assert buffer.sample(np.int32(3))["id"].shape == (3,)  # type: ignore[arg-type]
+
+
+def test_a_requires_grad_input_leaves_no_graph_in_storage_or_samples() -> None:
+    buffer = DictBuffer(capacity=4)
+    x = torch.ones(3, 2, requires_grad=True)
+    buffer.extend({"x": x * 2})
+    storage = buffer.storage
+    assert storage is not None
+    assert (storage["x"].requires_grad, storage["x"].grad_fn) == (False, None)
+    for out in (buffer.sample(5)["x"], buffer.get_full_buffer()["x"]):
+        assert (out.requires_grad, out.grad_fn) == (False, None)
+
+
+def test_a_separator_warning_raised_as_an_error_leaves_the_buffer_empty() -> None:
+    buffer = DictBuffer(capacity=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="'last-action'"):
+            buffer.extend({"last-action": np.zeros((1, 2))})
+    assert (buffer.storage, len(buffer)) == (None, 0)

@@ -606,6 +606,6 @@ def test_a_capacity_this_host_cannot_allocate_is_a_memory_error_naming_config_ca
         return zeros(shape, *args, **kwargs)
 
     monkeypatch.setattr(np, "zeros", failing_zeros)
-    match = r"config\.json: config\['capacity'\]: capacity: 1073741824 rows of 16 bytes"
+    match = r"config\.json: config\['capacity'\]: storage: cannot allocate .* \(1073741824 rows"
     with pytest.raises(MemoryError, match=match):
         load_buffer(path)

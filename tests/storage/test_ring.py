@@ -225,3 +225,113 @@ def test_restore_refuses_a_position_that_does_not_describe_the_rows(
     with pytest.raises(ValueError, match="do not describe 3 stored rows"):
         storage.restore(Rows({("a",): torch.zeros(3)}), cursor=cursor, is_full=is_full)
     assert storage.spec is None
+
+
+# ---------------------------------------------------------------------- writes never fail half-way
+def snapshot(storage: RingStorage) -> tuple[object, ...]:
+    return (
+        storage.cursor,
+        storage.is_full,
+        {path: view.clone() for path, view in storage.views.items()},
+    )
+
+
+def assert_same(storage: RingStorage, before: tuple[object, ...]) -> None:
+    cursor, is_full, views = before
+    assert (storage.cursor, storage.is_full) == (cursor, is_full)
+    assert isinstance(views, dict)
+    for path, view in storage.views.items():
+        assert torch.equal(view, views[path])
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (torch.zeros(2, device="meta", dtype=torch.int64), "meta device"),
+        (torch.zeros(2, dtype=torch.int64).to_sparse(), "layout torch.sparse_coo"),
+    ],
+    ids=["meta", "sparse"],
+)
+def test_a_leaf_without_dense_data_is_refused_before_any_leaf_is_written(
+    bad: torch.Tensor, match: str
+) -> None:
+    # The bad leaf comes after leaves that a leaf-by-leaf copy would already have written.
+    storage = written(RingStorage(4, device=CPU), 0, 3)
+    before = snapshot(storage)
+    with pytest.raises(TypeError, match=rf"data\['step'\]: expected .*{match}"):
+        storage.write(storage.validate({**batch(10, 2), "step": bad}))
+    assert_same(storage, before)
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 5])
+def test_a_batch_whose_values_do_not_fit_is_refused_and_nothing_is_written(
+    capacity: int,
+) -> None:
+    storage = RingStorage(capacity, device=CPU)
+    storage.write(storage.validate({"a": np.zeros((1, 2), np.float32), "b": np.zeros(1, np.int8)}))
+    before = snapshot(storage)
+    with pytest.raises(ValueError, match=r"data\['b'\]: values in \[-3, 300\] do not fit"):
+        storage.validate({"a": np.ones((2, 2), np.float32), "b": np.array([-3, 300])})
+    assert_same(storage, before)
+
+
+def test_an_allocation_too_large_for_memory_raises_memory_error_and_changes_nothing() -> None:
+    # 2**44 rows of 16 bytes: 256 TiB, within the size bound but more than any process's
+    # address space maps, so the allocation fails at once.
+    storage = RingStorage(2**44, device=CPU)
+    data = {"x": np.zeros((1, 4), np.float32)}
+    message = rf"cannot allocate {2**48:,} bytes on cpu \({2**44} rows x 16 bytes per row\)"
+    with pytest.raises(MemoryError, match=message):
+        storage.write(storage.validate(data))
+    assert (storage.spec, storage.env_count, storage.views, len(storage)) == (None, None, {}, 0)
+
+
+def test_an_out_of_memory_error_from_torch_becomes_memory_error_and_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def out_of_memory(*args: object, **kwargs: object) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+    monkeypatch.setattr(np, "zeros", out_of_memory)
+    storage = RingStorage(4, device=CPU)
+    with pytest.raises(MemoryError, match=r"cannot allocate 64 bytes .*CUDA out of memory"):
+        storage.allocate({("x",): LeafSpec((2,), torch.float32)}, None)
+    assert (storage.spec, storage.views) == (None, {})
+    monkeypatch.undo()
+    storage.allocate({("x",): LeafSpec((2,), torch.float32)}, None)
+    assert storage.views[("x",)].shape == (4, 2)
+
+
+def test_a_runtime_error_other_than_out_of_memory_is_not_disguised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("some other failure")
+
+    monkeypatch.setattr(np, "zeros", broken)
+    with pytest.raises(RuntimeError, match="some other failure"):
+        RingStorage(4, device=CPU).allocate({("x",): LeafSpec((2,), torch.float32)}, None)
+
+
+# ------------------------------------------------------------- sources that share the rows' memory
+def ring_of(capacity: int, filled: int) -> RingStorage:
+    storage = RingStorage(capacity, device=CPU)
+    ids = torch.arange(filled)
+    storage.write(storage.validate({"x": torch.stack([ids, -ids], 1).float(), "i": ids}))
+    return storage
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 3, 5])
+def test_writing_any_slice_of_the_storage_views_equals_writing_a_copy_of_it(
+    capacity: int,
+) -> None:
+    for filled in range(capacity, 2 * capacity + 1):
+        for begin in range(capacity):
+            for stop in range(begin + 1, capacity + 1):
+                storage, twin = ring_of(capacity, filled), ring_of(capacity, filled)
+                views = storage.views
+                storage.write(storage.validate({p[0]: v[begin:stop] for p, v in views.items()}))
+                copies = {p[0]: v[begin:stop].clone() for p, v in twin.views.items()}
+                twin.write(twin.validate(copies))
+                for path, view in storage.views.items():
+                    assert torch.equal(view, twin.views[path]), (filled, begin, stop, path)

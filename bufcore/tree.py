@@ -180,7 +180,7 @@ def dtype_from_name(name: str) -> torch.dtype:
     return dtype
 
 
-def to_tensor(value: Any, where: str) -> torch.Tensor:
+def to_tensor(value: Any, where: str, *, python_floats: torch.dtype | None = None) -> torch.Tensor:
     """Convert one leaf to a dense tensor without copying where possible.
 
     numpy arrays share memory (``torch.from_numpy``) unless they must be copied to become
@@ -191,10 +191,13 @@ def to_tensor(value: Any, where: str) -> torch.Tensor:
     Args:
         value: The leaf.
         where: How error messages name it: an argument and key path (``"data['obs']"``).
+        python_floats: The dtype Python floats become; None: torch's default (float32 unless
+            changed), as for any buffer input.
 
     Raises:
         TypeError: the leaf is not numeric (strings, objects, ragged lists, ...), or it is a
             tensor without dense data: sparse, nested, mkldnn or on the ``meta`` device.
+        ValueError: finite Python floats beyond the float dtype's range (they would become inf).
     """
     if isinstance(value, torch.Tensor):
         return _dense(value, where)
@@ -215,6 +218,11 @@ def to_tensor(value: Any, where: str) -> torch.Tensor:
             raise TypeError(
                 f"{where}: expected numbers or a rectangular list of numbers, got {value!r:.80}"
             ) from err
+        if tensor.is_floating_point() and python_floats is not None:
+            tensor = torch.as_tensor(value, dtype=python_floats)
+        if tensor.is_floating_point() and bool(torch.isinf(tensor).any()):
+            # Finite Python floats that overflowed the float dtype are refused, not stored as inf.
+            check_cast(torch.as_tensor(value, dtype=torch.float64), tensor.dtype, where=where)
         return tensor
     raise TypeError(
         f"{where}: expected a numpy array, torch tensor, number or list, got {type(value).__name__}"

@@ -146,6 +146,17 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
         )
         column = self._storage.views[as_key_path(self.motion_id_key)]
         first_rows = column.reshape(len(column), -1)[start[:, 0], 0]
+        fractional = (
+            ~torch.isfinite(first_rows) | (first_rows != first_rows.trunc())
+            if first_rows.is_floating_point()
+            else torch.zeros_like(first_rows, dtype=torch.bool)
+        )
+        if bool(fractional.any()):
+            position = int(fractional.nonzero()[0, 0])
+            raise ValueError(
+                f"{self.motion_id_key!r}: motion ids must be whole numbers, got "
+                f"{float(first_rows[position])} for trajectory {position}"
+            )
         self.motion_ids = [int(v) for v in first_rows.tolist()]
         count = len(lengths)
         self.priorities = torch.full(

@@ -26,7 +26,7 @@ from bufcore.buffers.episode_rows import EpisodeRows
 from bufcore.buffers.expert import TrajectoryDictBuffer
 from bufcore.buffers.windowed import DEFAULT_END_KEY
 from bufcore.persist.episodes import EPISODE_PREFIX, load_episode_based_h5, read_motion_list
-from bufcore.tree import flatten, format_key_path, unflatten
+from bufcore.tree import check_cast, flatten, format_key_path, to_tensor, unflatten
 
 OBSERVATION = "observation"
 MOTION_ID = "motion_id"
@@ -113,8 +113,22 @@ def _prepare(raw: Mapping[str, Any], where: str, mapper: ObsMapper | None) -> di
 
 
 def _as_float32(observation: Any, where: str) -> Any:
-    """The observation (an array or a nested dict of arrays) with every leaf cast to float32."""
+    """The observation (an array or a nested dict of arrays) with every leaf cast to float32.
+
+    Raises:
+        TypeError: a leaf is not numeric.
+        ValueError: a leaf holds finite values beyond float32's range (they would become inf).
+    """
+    argument = f"{where}[{OBSERVATION!r}]"
     if isinstance(observation, Mapping):
-        flat = flatten(observation, argument=f"{where}[{OBSERVATION!r}]")
-        return unflatten({p: np.asarray(v, dtype=np.float32) for p, v in flat.items()})
-    return np.asarray(observation, dtype=np.float32)
+        flat = flatten(observation, argument=argument)
+        return unflatten(
+            {p: _leaf_as_float32(v, f"{argument}{format_key_path(p)}") for p, v in flat.items()}
+        )
+    return _leaf_as_float32(observation, argument)
+
+
+def _leaf_as_float32(leaf: Any, where: str) -> np.ndarray[Any, Any]:
+    tensor = to_tensor(leaf, where)
+    check_cast(tensor, torch.float32, where=where)
+    return np.asarray(tensor.detach().cpu().numpy(), dtype=np.float32)

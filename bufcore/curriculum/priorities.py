@@ -38,9 +38,9 @@ def as_float32(value: float) -> float:
 def real_values(value: Any, where: str) -> torch.Tensor:
     """``value`` as a float64 tensor (a tensor stays on its device), at full precision.
 
-    Python floats become float64 directly: ``torch.as_tensor`` would make float32 of them,
-    turning a finite 1e300 into inf and 1e-300 into 0 before any check could see them. numpy
-    arrays are read in any byte order (``astype`` makes a native copy).
+    Python floats become float64 directly (float32, torch's default, would turn a finite 1e300
+    into inf and 1e-300 into 0 before any check could see them). numpy arrays are read in any
+    byte order (``astype`` makes a native copy).
 
     Raises:
         TypeError: not numeric, or bool or complex values (a complex value would lose its
@@ -50,11 +50,9 @@ def real_values(value: Any, where: str) -> torch.Tensor:
         if value.dtype.kind not in "iuf":
             raise TypeError(f"{where}: expected real numbers, got numpy dtype {value.dtype}")
         return torch.from_numpy(value.astype(np.float64))
-    tensor = value if isinstance(value, torch.Tensor) else to_tensor(value, where)
+    tensor = to_tensor(value, where, python_floats=torch.float64)
     if tensor.dtype == torch.bool or tensor.is_complex():
         raise TypeError(f"{where}: expected real numbers, got dtype {dtype_name(tensor.dtype)}")
-    if not isinstance(value, torch.Tensor) and tensor.is_floating_point():
-        tensor = torch.as_tensor(value, dtype=torch.float64)
     return tensor.to(torch.float64)
 
 

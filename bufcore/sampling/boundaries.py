@@ -175,21 +175,22 @@ class OnlineBoundaries:
         return int(self._cumulative[-1]) if self.steps else 0
 
     def _allocate(self, env_count: int) -> None:
+        # Everything is allocated before anything is assigned: an allocation that fails (out of
+        # memory) leaves the boundaries as they were.
         cap, device = self.capacity, self.device
-        self.env_count = env_count
 
         def zeros(*shape: int) -> torch.Tensor:
             return torch.zeros(shape, dtype=torch.long, device=device)
 
-        self._row_tid = zeros(cap, env_count)
-        self._row_entry = zeros(cap * env_count)
-        self._row_time = zeros(cap)
-        self._span = zeros(env_count * 2 * cap, 2)
-        self._newest = zeros(env_count, 2)
-        self._last_tid = torch.full((env_count,), -1, dtype=torch.long, device=device)
-        self._open = torch.zeros(env_count, dtype=torch.bool, device=device)
-        self._envs = torch.arange(env_count, device=device)
-        self._env_base = self._envs * (2 * cap)
+        row_tid, row_entry, row_time = zeros(cap, env_count), zeros(cap * env_count), zeros(cap)
+        span, newest = zeros(env_count * 2 * cap, 2), zeros(env_count, 2)
+        last_tid = torch.full((env_count,), -1, dtype=torch.long, device=device)
+        is_open = torch.zeros(env_count, dtype=torch.bool, device=device)
+        envs = torch.arange(env_count, device=device)
+        self.env_count = env_count
+        self._row_tid, self._row_entry, self._row_time = row_tid, row_entry, row_time
+        self._span, self._newest, self._last_tid, self._open = span, newest, last_tid, is_open
+        self._envs, self._env_base = envs, envs * (2 * cap)
 
     # ---------------------------------------------------------------- writing
     def extend(self, end: torch.Tensor) -> None:

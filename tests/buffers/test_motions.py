@@ -179,3 +179,11 @@ def test_big_endian_episode_files_load_with_their_values(tmp_path: Path) -> None
     assert buffer.motion_ids == [7]
     assert buffer.storage["motion_id"].tolist() == [7, 7, 7, 7]
     assert buffer.storage["action"].dtype == torch.float32
+
+
+def test_observations_beyond_float32_are_refused_naming_the_file_and_leaf(tmp_path: Path) -> None:
+    overflowing = episode(4, 7)
+    overflowing["observation"] = np.full((4, 3), 1e300)
+    save_episodes(tmp_path / "wild.h5", [overflowing])
+    with pytest.raises(ValueError, match=r"wild\.h5.*\['observation'\]: values in .* do not fit"):
+        load_expert_trajectories(write_list(tmp_path, "wild.h5"), tmp_path, 1, "cpu")

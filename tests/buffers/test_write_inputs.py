@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bufcore import TrajectoryDictBuffer, ZBuffer
+from bufcore import DictBuffer, TrajectoryDictBuffer, ZBuffer
 
 
 def expert_episode(length: int, motion: int, **overrides: object) -> dict[str, object]:
@@ -98,3 +98,28 @@ def test_an_expert_motion_id_of_another_dtype_that_changes_value_is_refused() ->
     episodes = [expert_episode(2, 1), expert_episode(2, 2, motion_id=np.full(2, 1.5))]
     with pytest.raises(TypeError, match=r"^episodes\[1\]\['motion_id'\]: dtype float64"):
         TrajectoryDictBuffer(episodes)
+
+
+@pytest.mark.parametrize("motion_id", [1.5, float("nan"), float("inf")])
+def test_a_first_episode_whose_float_motion_id_is_not_whole_is_refused(motion_id: float) -> None:
+    episodes = [{"observation": np.zeros((5, 2), np.float32), "motion_id": np.full(5, motion_id)}]
+    with pytest.raises(ValueError, match=r"'motion_id': motion ids must be whole numbers"):
+        TrajectoryDictBuffer(episodes=episodes, seq_length=2)
+
+
+def test_whole_float_motion_ids_are_read_as_ints() -> None:
+    episodes = [{"observation": np.zeros((5, 2), np.float32), "motion_id": np.full(5, 3.0)}]
+    assert TrajectoryDictBuffer(episodes=episodes, seq_length=2).motion_ids == [3]
+
+
+def test_python_floats_beyond_float32_are_refused_and_nothing_is_written() -> None:
+    buffer = DictBuffer(capacity=4)
+    with pytest.raises(ValueError, match=r"data\['x'\]: values in \[2, 1e\+300\] do not fit"):
+        buffer.extend({"x": [1e300, 2.0]})
+    assert (buffer.storage, len(buffer)) == (None, 0)
+
+
+def test_python_infinities_are_stored_as_given() -> None:
+    buffer = DictBuffer(capacity=4)
+    buffer.extend({"x": [float("inf"), 2.0]})
+    assert buffer.get_full_buffer()["x"].tolist() == [float("inf"), 2.0]

@@ -133,6 +133,25 @@ def check_device(value: Any, argument: str = "device") -> torch.device:
         ) from err
 
 
+def check_usable_device(device: torch.device, argument: str = "device") -> torch.device:
+    """``device`` if this process can put tensors on it.
+
+    ``torch.device("cuda:3")`` parses anywhere; only using it shows whether torch was built
+    for it and the device exists. Callers check this before they change or draw anything.
+
+    Raises:
+        ValueError: the device is not usable here (the message names ``argument``).
+    """
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as err:  # torch raises either, by backend
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(
+            f"{argument}: device {str(device)!r} is not usable in this process ({reason})"
+        ) from err
+    return device
+
+
 def check_dtype(value: Any, argument: str, allowed: Collection[torch.dtype]) -> torch.dtype:
     """``value`` if it is a ``torch.dtype`` in ``allowed``.
 

@@ -14,27 +14,8 @@ from typing import Any
 
 import torch
 
-from bufcore.checks import check_seed
+from bufcore.checks import check_seed, check_usable_device
 from bufcore.errors import StateError
-
-
-def check_usable_device(device: torch.device, argument: str = "device") -> torch.device:
-    """``device`` if this process can put tensors on it.
-
-    ``torch.device("cuda:3")`` parses anywhere; only using it shows whether torch was built
-    for it and the device exists. Callers check this before they change or draw anything.
-
-    Raises:
-        ValueError: the device is not usable here (the message names ``argument``).
-    """
-    try:
-        torch.empty(0, device=device)
-    except (RuntimeError, AssertionError) as err:  # torch raises either, by backend
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(
-            f"{argument}: device {str(device)!r} is not usable in this process ({reason})"
-        ) from err
-    return device
 
 
 def make_generator(device: torch.device, seed: int | None) -> torch.Generator:

@@ -16,6 +16,7 @@ from bufcore.checks import (
     check_real,
     check_seed,
     check_separator,
+    check_usable_device,
 )
 
 
@@ -127,3 +128,12 @@ def test_check_dtype_accepts_only_the_allowed_torch_dtypes() -> None:
         check_dtype(torch.complex64, "dtype", allowed)
     with pytest.raises(TypeError, match=r"dtype: expected a torch\.dtype"):
         check_dtype("float32", "dtype", allowed)  # a name is not a dtype
+
+
+def test_a_device_this_process_cannot_use_is_refused_naming_the_argument() -> None:
+    with pytest.raises(ValueError, match=r"^target: device 'cuda:99' is not usable in this process"):
+        check_usable_device(torch.device("cuda:99"), "target")
+
+
+def test_the_cpu_is_a_usable_device() -> None:
+    assert check_usable_device(torch.device("cpu")) == torch.device("cpu")

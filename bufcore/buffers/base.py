@@ -23,7 +23,7 @@ from typing import Any, ClassVar, TypeVar
 
 import torch
 
-from bufcore.checks import check_device, check_seed
+from bufcore.checks import check_device, check_seed, check_usable_device
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import (
@@ -32,7 +32,7 @@ from bufcore.persist.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from bufcore.rng import check_usable_device, generator_state, restore_generator
+from bufcore.rng import generator_state, restore_generator
 from bufcore.storage.ring import RingStorage
 
 B = TypeVar("B", bound="CheckpointedBuffer")

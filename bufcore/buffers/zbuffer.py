@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 import torch
 
 from bufcore.buffers.base import CheckpointedBuffer
-from bufcore.checks import check_device, check_dtype, check_int, check_seed
+from bufcore.checks import check_device, check_dtype, check_int, check_seed, check_usable_device
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.rng import check_usable_device, make_generator
+from bufcore.rng import make_generator
 from bufcore.storage.ring import STORABLE, Batch, RingStorage
 from bufcore.tree import LeafSpec, dtype_from_name, dtype_name
 

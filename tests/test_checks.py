@@ -131,7 +131,7 @@ def test_check_dtype_accepts_only_the_allowed_torch_dtypes() -> None:
 
 
 def test_a_device_this_process_cannot_use_is_refused_naming_the_argument() -> None:
-    with pytest.raises(ValueError, match=r"^target: device 'cuda:99' is not usable in this process"):
+    with pytest.raises(ValueError, match=r"^target: device 'cuda:99' is not usable"):
         check_usable_device(torch.device("cuda:99"), "target")
 
 

@@ -34,6 +34,10 @@ S = TypeVar("S", bound=str)
 _SEED_RANGE = (-(2**63), 2**64 - 1)
 
 
+# Counts of rows or draws (batch sizes, window lengths) are at most this: beyond it no tensor's
+# size can even be computed in int64 bytes.
+MAX_COUNT = 2**62
+
 def _describe(value: Any) -> str:
     """``repr`` of a value, cut short: error messages quote what came, never pages of it."""
     text = repr(value)
@@ -144,7 +148,8 @@ def check_usable_device(device: torch.device, argument: str = "device") -> torch
     """
     try:
         torch.empty(0, device=device)
-    except (RuntimeError, AssertionError) as err:  # torch raises either, by backend
+    # torch raises any of these, by backend (ImportError: a backend module torch lacks).
+    except (RuntimeError, AssertionError, ImportError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ValueError(
             f"{argument}: device {str(device)!r} is not usable in this process ({reason})"

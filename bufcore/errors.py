@@ -60,3 +60,19 @@ class KeyPathError(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` says an allocation failed: Python's or numpy's ``MemoryError``, torch's
+    ``OutOfMemoryError``, a CPU allocator's "can't allocate", or a size too large to compute."""
+    if isinstance(err, MemoryError):
+        return True
+    if not isinstance(err, RuntimeError):
+        return False
+    text = str(err).lower()
+    return (
+        type(err).__name__ == "OutOfMemoryError"
+        or "out of memory" in text
+        or "can't allocate" in text
+        or "size calculation overflowed" in text
+    )

@@ -214,12 +214,25 @@ def to_tensor(value: Any, where: str, *, python_floats: torch.dtype | None = Non
     if isinstance(value, numbers.Number | list | tuple) and not isinstance(value, str):
         try:
             tensor = torch.as_tensor(value)
+            if tensor.is_floating_point() and python_floats is not None:
+                tensor = torch.as_tensor(value, dtype=python_floats)
         except (TypeError, ValueError, RuntimeError) as err:
+            if "overflow" in str(err).lower():  # an int beyond int64
+                if python_floats is not None:
+                    try:
+                        floats = _as_floats(value)
+                    except OverflowError:
+                        raise ValueError(
+                            f"{where}: numbers beyond float64's range, got {value!r:.80}"
+                        ) from err
+                    return to_tensor(floats, where, python_floats=python_floats)
+                raise ValueError(
+                    f"{where}: integers beyond the int64 range cannot be stored, got "
+                    f"{value!r:.80}"
+                ) from err
             raise TypeError(
                 f"{where}: expected numbers or a rectangular list of numbers, got {value!r:.80}"
             ) from err
-        if tensor.is_floating_point() and python_floats is not None:
-            tensor = torch.as_tensor(value, dtype=python_floats)
         if tensor.is_floating_point() and bool(torch.isinf(tensor).any()):
             # Finite Python floats that overflowed the float dtype are refused, not stored as inf.
             check_cast(torch.as_tensor(value, dtype=torch.float64), tensor.dtype, where=where)
@@ -227,6 +240,13 @@ def to_tensor(value: Any, where: str, *, python_floats: torch.dtype | None = Non
     raise TypeError(
         f"{where}: expected a numpy array, torch tensor, number or list, got {type(value).__name__}"
     )
+
+
+def _as_floats(value: Any) -> Any:
+    """A number or (nested) list of numbers with every int made a float (for huge ints)."""
+    if isinstance(value, list | tuple):
+        return [_as_floats(item) for item in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def _dense(tensor: torch.Tensor, where: str) -> torch.Tensor:

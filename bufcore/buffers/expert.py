@@ -39,7 +39,7 @@ from bufcore.curriculum.history import preview
 from bufcore.curriculum.priorities import FLOAT32_MAX, real_values
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.rng import make_generator
+from bufcore.rng import make_generator, undone_on_error
 from bufcore.sampling.boundaries import find_start_stop_traj
 from bufcore.sampling.windows import TrajectoryTable, Weighting, draw_from_table
 from bufcore.storage.ring import RingStorage, RowSource
@@ -195,15 +195,16 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
         """
         seq, slices = self._window.request(batch_size, seq_length)
         paths = self._window.output_paths(self._storage.spec or {})
-        start, env = draw_from_table(
-            self._table,
-            count=slices,
-            need=seq + self._window.offset,
-            weighting=self.weighting,
-            generator=self._generator,
-            priorities=self.priorities,
-        )
-        return gather_windows(self._storage, start, env, seq_length=seq, paths=paths)
+        with undone_on_error(self._generator, argument="batch_size"):
+            start, env = draw_from_table(
+                self._table,
+                count=slices,
+                need=seq + self._window.offset,
+                weighting=self.weighting,
+                generator=self._generator,
+                priorities=self.priorities,
+            )
+            return gather_windows(self._storage, start, env, seq_length=seq, paths=paths)
 
     def trajectories(self) -> TrajectoryTable:
         """The trajectories: env column (all 0), first and last row (inclusive)."""

@@ -44,6 +44,7 @@ from bufcore.checks import check_int
 from bufcore.errors import KeyPathError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
+from bufcore.rng import undone_on_error
 from bufcore.sampling.boundaries import OnlineBoundaries
 from bufcore.sampling.windows import TrajectoryTable, Weighting, sample_window_starts
 from bufcore.storage.ring import Batch, RingStorage
@@ -166,14 +167,15 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
         if self.empty():
             raise ValueError("cannot sample: the buffer is empty (extend it first)")
         paths = self._window.output_paths(self._storage.spec or {})
-        start, env = sample_window_starts(
-            self._boundaries,
-            count=slices,
-            need=seq + self._window.offset,
-            weighting=self.weighting,
-            generator=self._generator,
-        )
-        return gather_windows(self._storage, start, env, seq_length=seq, paths=paths)
+        with undone_on_error(self._generator, argument="batch_size"):
+            start, env = sample_window_starts(
+                self._boundaries,
+                count=slices,
+                need=seq + self._window.offset,
+                weighting=self.weighting,
+                generator=self._generator,
+            )
+            return gather_windows(self._storage, start, env, seq_length=seq, paths=paths)
 
     def trajectories(self) -> TrajectoryTable:
         """The live trajectories: env column, first and last *absolute* time (inclusive).

@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 import torch
 
 from bufcore.buffers.base import CheckpointedBuffer
-from bufcore.checks import check_device, check_int, check_seed, check_separator
+from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.rng import make_generator
+from bufcore.rng import make_generator, undone_on_error
 from bufcore.storage.ring import Batch, RingStorage
 from bufcore.tree import format_key_path, unflatten
 
@@ -141,15 +141,17 @@ class DictBuffer(CheckpointedBuffer):
             ``[batch_size, ...]`` on the buffer's device.
 
         Raises:
-            ValueError: the buffer is empty or ``batch_size < 1``.
+            ValueError: the buffer is empty or ``batch_size`` is outside ``[1, 2**62]``.
+            MemoryError: the output cannot be allocated (the generator is left as it was).
         """
-        batch_size = check_int(batch_size, "batch_size", minimum=1)
+        batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=MAX_COUNT)
         if self.empty():
             raise ValueError("cannot sample: the buffer is empty (extend it first)")
-        index = torch.randint(
-            len(self), (batch_size,), generator=self._generator, device=self.device
-        )
-        return unflatten(self._storage.gather(index))
+        with undone_on_error(self._generator, argument="batch_size"):
+            index = torch.randint(
+                len(self), (batch_size,), generator=self._generator, device=self.device
+            )
+            return unflatten(self._storage.gather(index))
 
     def get_full_buffer(self) -> dict[str, Any]:
         """A copy of the filled rows in chronological order (oldest first); ``{}`` when empty."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from bufcore.checks import check_int
+from bufcore.checks import MAX_COUNT, check_int
 from bufcore.errors import KeyPathError
 from bufcore.fields import Field
 from bufcore.sampling.windows import WEIGHTINGS, Weighting, check_weighting, window_index
@@ -38,7 +38,7 @@ from bufcore.tree import (
 DEFAULT_KEYS: tuple[Key, ...] = ("observation",)
 DEFAULT_END_KEY = "done"
 # Window lengths are compared with int64 row counts; longer than any storage can hold.
-MAX_SEQ_LENGTH = 2**62
+MAX_SEQ_LENGTH = MAX_COUNT
 
 
 def select_paths(spec: Collection[KeyPath], keys: list[Key], argument: str) -> list[KeyPath]:
@@ -108,7 +108,7 @@ class WindowOptions:
             ValueError: a size below 1, ``batch_size < seq_length``, or ``batch_size`` not a
                 multiple of ``seq_length``.
         """
-        batch_size = check_int(batch_size, "batch_size", minimum=1)
+        batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=MAX_COUNT)
         seq = self.seq_length if seq_length is None else check_int(
             seq_length, "seq_length", minimum=1, maximum=MAX_SEQ_LENGTH
         )

@@ -13,10 +13,17 @@ from typing import Any, ClassVar
 import torch
 
 from bufcore.buffers.base import CheckpointedBuffer
-from bufcore.checks import check_device, check_dtype, check_int, check_seed, check_usable_device
+from bufcore.checks import (
+    MAX_COUNT,
+    check_device,
+    check_dtype,
+    check_int,
+    check_seed,
+    check_usable_device,
+)
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.rng import make_generator
+from bufcore.rng import make_generator, undone_on_error
 from bufcore.storage.ring import STORABLE, Batch, RingStorage
 from bufcore.tree import LeafSpec, dtype_from_name, dtype_name
 
@@ -86,14 +93,16 @@ class ZBuffer(CheckpointedBuffer):
             ValueError: the buffer is empty, ``num < 0``, or a device that is unknown or not
                 usable in this process (all checked before anything is drawn).
             TypeError: ``num`` is not an int, or ``device`` not a str or ``torch.device``.
+            MemoryError: the output cannot be allocated (the generator is left as it was).
         """
-        num = check_int(num, "num", minimum=0)
+        num = check_int(num, "num", minimum=0, maximum=MAX_COUNT)
         target = None if device is None else check_usable_device(check_device(device))
         if self.empty():
             raise ValueError("cannot sample: the z buffer is empty (add to it first)")
-        index = torch.randint(len(self), (num,), generator=self._generator, device=self.device)
-        z = self._storage.gather(index)[_Z]
-        return z if target is None else z.to(target)
+        with undone_on_error(self._generator, argument="num"):
+            index = torch.randint(len(self), (num,), generator=self._generator, device=self.device)
+            z = self._storage.gather(index)[_Z]
+            return z if target is None else z.to(target)
 
     # ------------------------------------------------------------ persistence
     def _config(self) -> dict[str, Any]:

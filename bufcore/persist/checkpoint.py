@@ -124,7 +124,7 @@ def _replaceable(path: Path) -> bool:
             manifest = parse_json(entries[MANIFEST].read_bytes(), entries[MANIFEST])
             check_manifest(path, manifest)
             return set(entries) == {MANIFEST, *manifest["files"]}
-        if set(entries) - {CONFIG, PAYLOAD} or CONFIG not in entries:
+        if set(entries) != {CONFIG, PAYLOAD}:
             return False
         config = parse_json(entries[CONFIG].read_bytes(), entries[CONFIG])
     except (CorruptCheckpointError, OSError):

@@ -224,7 +224,7 @@ def load_episode_based_h5(
         episodes = []
         for i, structure in enumerate(structures):
             _check_lengths(structure, file, i)
-            episodes.append(unflatten({p: _read(ds) for p, ds in structure.items()}))
+            episodes.append(unflatten({p: _read(ds, file) for p, ds in structure.items()}))
     return episodes
 
 
@@ -311,11 +311,14 @@ def _check_lengths(structure: dict[KeyPath, h5py.Dataset], file: Path, index: in
             )
 
 
-def _read(dataset: h5py.Dataset) -> Any:
-    if _is_string(dataset):
-        text = dataset.asstr(errors="replace")[()]
-        return text if isinstance(text, str) else np.asarray(text, dtype=str)
-    array = np.asarray(dataset[()])
+def _read(dataset: h5py.Dataset, file: Path) -> Any:
+    try:
+        if _is_string(dataset):
+            text = dataset.asstr(errors="replace")[()]
+            return text if isinstance(text, str) else np.asarray(text, dtype=str)
+        array = np.asarray(dataset[()])
+    except OSError as err:  # a filter this host lacks, damaged chunks, ...
+        raise CorruptFileError(file, f"dataset {dataset.name} cannot be read ({err})") from err
     # Files written on big-endian machines come back in the host's byte order, as torch needs.
     return array.astype(array.dtype.newbyteorder("="), copy=False)
 

@@ -23,7 +23,7 @@ from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.hdf5 import numpy_dtype, payload_stream, storage_dtype
 from bufcore.persist.hdf5_guard import local_members
 from bufcore.persist.stream import PayloadStream, byte_rows, copy_regions
-from bufcore.tree import KeyPath, LeafSpec, Spec, split_key_name
+from bufcore.tree import KeyPath, LeafSpec, Spec, format_key_path, split_key_name
 
 # Rows read through h5py (datasets not stored as one native extent) move in blocks of this size.
 _BLOCK_BYTES = 64 << 20
@@ -112,6 +112,13 @@ class PayloadReader:
                 )
         else:
             spec, self._names = self._infer(datasets, separator, batch_dims)
+        for shorter, longer in itertools.pairwise(sorted(spec)):
+            if longer[: len(shorter)] == shorter:  # sorted: a prefix comes right before
+                raise CorruptCheckpointError(
+                    self.path,
+                    f"leaf {format_key_path(shorter)} is also a group holding "
+                    f"{format_key_path(longer)}; key paths cannot nest into a leaf",
+                )
         lead_shapes = set()
         for path, leaf in spec.items():
             name = self._names[path]

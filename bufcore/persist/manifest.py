@@ -228,6 +228,8 @@ def _check_fields(where: Path, manifest: dict[str, Any]) -> None:
     if not _is_int(batch_dims) or batch_dims not in (1, 2):
         raise bad("batch_dims", "1 or 2")
     env_count = manifest.get("env_count")
+    if "env_count" not in manifest:
+        raise bad("env_count", "present (null for [time] rows)")
     if manifest["batch_dims"] == 2:
         if not _is_int(env_count) or env_count < 0:
             raise bad("env_count", "an int >= 0 for [time, env] rows")

@@ -33,15 +33,20 @@ STORABLE: frozenset[torch.dtype] = frozenset(
 )
 
 
-def leaf_tensor(value: Any, batch_dims: int, *, where: str) -> torch.Tensor:
+def leaf_tensor(
+    value: Any, batch_dims: int, *, where: str, python_floats: torch.dtype | None = None
+) -> torch.Tensor:
     """One leaf as a dense tensor with at least ``batch_dims`` leading axes and a storable dtype.
+
+    ``python_floats`` is the dtype Python floats become (the stored one, once the spec is
+    fixed, so that 0.1 reaches float64 storage unrounded); None: torch's default.
 
     Raises:
         TypeError: not numeric, without dense data (sparse, nested, meta; see
             :func:`bufcore.tree.to_tensor`), or a dtype that cannot be stored (complex, float8).
         ValueError: fewer axes than the batch axes.
     """
-    tensor = to_tensor(value, where)
+    tensor = to_tensor(value, where, python_floats=python_floats)
     if tensor.ndim < batch_dims:
         axes = "[batch, ...]" if batch_dims == 1 else "[time, env, ...]"
         raise ValueError(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from bufcore.errors import is_out_of_memory
+
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors on one device share memory.
@@ -40,18 +42,9 @@ def zeros_rows(n_rows: int, row_bytes: int, device: torch.device, shape: str) ->
     except (MemoryError, RuntimeError, ValueError) as err:
         # numpy raises MemoryError, or ValueError beyond the address space; torch raises
         # torch.OutOfMemoryError (a RuntimeError) or RuntimeError from its allocators.
-        if isinstance(err, RuntimeError) and not _is_out_of_memory(err):
+        if isinstance(err, RuntimeError) and not is_out_of_memory(err):
             raise
         raise MemoryError(
             f"storage: cannot allocate {n_rows * row_bytes:,} bytes on {device} "
             f"({shape} per row); lower the capacity ({err})"
         ) from err
-
-
-def _is_out_of_memory(err: RuntimeError) -> bool:
-    text = str(err).lower()
-    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in text or (
-        "can't allocate" in text
-    )
-
-

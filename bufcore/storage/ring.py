@@ -190,10 +190,11 @@ class RingStorage:
             ValueError: fewer axes than the batch axes, a wrong trailing shape, or values
                 outside the stored dtype's range.
         """
-        tensor = leaf_tensor(value, self.batch_dims, where=where)
-        if self.spec is None:
+        leaf = None if self.spec is None else self.spec[path]
+        floats = leaf.dtype if leaf is not None and leaf.dtype.is_floating_point else None
+        tensor = leaf_tensor(value, self.batch_dims, where=where, python_floats=floats)
+        if leaf is None:
             return tensor
-        leaf = self.spec[path]
         trailing = tuple(tensor.shape[self.batch_dims :])
         if trailing != leaf.shape:
             hint = ""

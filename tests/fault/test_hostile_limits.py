@@ -77,7 +77,7 @@ def test_a_window_longer_than_2_to_the_62_is_refused_at_construction() -> None:
 def test_a_window_longer_than_2_to_the_62_is_refused_by_sample() -> None:
     buffer = TrajectoryDictBuffer(_episodes(), seq_length=1)
     with pytest.raises(ValueError, match=r"seq_length: expected an int in \[1, "):
-        buffer.sample(2**63, seq_length=2**63)
+        buffer.sample(2**62, seq_length=2**63)
 
 
 @pytest.mark.parametrize("name", [5, None, ["float32"], b"float32"])

@@ -178,3 +178,11 @@ def test_publishing_a_file_over_a_directory_is_refused_before_writing(tmp_path: 
         publish_file(tmp_path / "out", calls.append)
     assert calls == []
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_config_json_with_a_target_but_no_payload_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "config.json").write_text('{"__target__": "my.Trainer", "lr": 0.001}')
+    with pytest.raises(FileExistsError, match="not a checkpoint directory"):
+        small().save(tmp_path / "exp")
+    assert json.loads((tmp_path / "exp" / "config.json").read_text())["__target__"] == "my.Trainer"

@@ -21,11 +21,14 @@ import re
 import secrets
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from bufcore.persist.syscalls import exchange, fsync_path
 
+# As many links as the kernel follows in one path (Linux's MAXSYMLINKS).
+_MAX_LINK_HOPS = 40
 _STAGING = re.compile(r"^\.(?P<name>.+)\.(?:staging|old)-(?P<pid>\d+)-")
 
 
@@ -64,17 +67,25 @@ def resolve_destination(path: str | os.PathLike[str]) -> Path:
 
     ``latest -> ckpt_100``: saving to ``latest`` replaces ``ckpt_100`` and keeps the link (a
     dangling link's target is created). Replacing the link itself would leave ``ckpt_100``
-    stale and the link gone.
+    stale and the link gone. Links are followed hop by hop as the kernel would, so a target
+    the kernel cannot reach (``missing/../x``: ``missing`` does not exist) is refused rather
+    than resolved on paper to a place the link never leads to.
 
     Raises:
-        FileExistsError: ``path`` is a symbolic link that never resolves (a loop).
+        FileExistsError: ``path`` is a symbolic link loop.
+        FileNotFoundError: a link's target lies in a directory that does not exist.
     """
     destination = Path(path).absolute()
-    if destination.is_symlink():
-        destination = Path(os.path.realpath(destination))
-        if destination.is_symlink():
-            raise FileExistsError(f"path: {path} is a symbolic link loop; refusing to follow it")
-    return destination
+    for _ in range(_MAX_LINK_HOPS):
+        if not destination.is_symlink():
+            return Path(os.path.realpath(destination))
+        following = destination.parent / os.readlink(destination)
+        if not following.parent.is_dir():
+            raise FileNotFoundError(
+                f"path: {path} links to {following}, whose directory does not exist"
+            )
+        destination = following
+    raise FileExistsError(f"path: {path} is a symbolic link loop; refusing to follow it")
 
 
 def publish_file(path: str | os.PathLike[str], write: Callable[[Path], None]) -> None:
@@ -147,12 +158,36 @@ def publish_directory(
         fsync_path(staging, directory=True)
         if not destination.exists():
             os.rename(staging, destination)
-        elif not exchange(staging, destination):
+        elif exchange(staging, destination):
+            _keep_if_changed(staging, destination, replaceable)  # staging: the previous one
+        else:
             old = Path(tempfile.mkdtemp(prefix=_staging_prefix(destination, "old"), dir=parent))
             os.rename(destination, old / "previous")
             os.rename(staging, destination)
+            _keep_if_changed(old / "previous", destination, replaceable)
             shutil.rmtree(old, ignore_errors=True)
         fsync_path(parent, directory=True)
     finally:
         # After an exchange the staging name holds the previous directory.
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _keep_if_changed(
+    previous: Path, destination: Path, replaceable: Callable[[Path], bool]
+) -> None:
+    """Keep the directory just replaced if it stopped being replaceable during the write.
+
+    The check before writing can be overtaken: someone may add a file to the old directory
+    while the new one is written. Then the old one is not deleted but moved beside the
+    destination as ``<name>.kept-<random>``, with a warning naming it.
+    """
+    if replaceable(previous):
+        return
+    kept = destination.with_name(f"{destination.name}.kept-{secrets.token_hex(4)}")
+    os.rename(previous, kept)
+    warnings.warn(
+        f"{destination}: files were added to the previous directory while it was being "
+        f"replaced; it is kept at {kept}",
+        RuntimeWarning,
+        stacklevel=4,
+    )

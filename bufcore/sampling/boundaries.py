@@ -28,14 +28,18 @@ is ``[max(start, oldest), stop]``; the open trajectory of an env has ``stop = ne
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
 
 from bufcore.checks import check_int
 from bufcore.sampling.windows import TrajectoryTable
+from bufcore.tree import to_tensor
 
 
 def find_start_stop_traj(
-    end: torch.Tensor, at_capacity: bool = True, cursor: int | None = None
+    end: Any, at_capacity: bool = True, cursor: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Trajectories of a ring from its end flags, by a full scan (REFERENCE §3.1 semantics).
 
@@ -57,8 +61,14 @@ def find_start_stop_traj(
 
     Raises:
         ValueError: ``end`` is not 1-D or 2-D, has no rows, or ``cursor`` is outside ``[-T, T)``.
-        TypeError: ``cursor`` is not an int.
+        TypeError: ``end`` is not numeric or has no dense data (sparse, nested, meta),
+            ``at_capacity`` is not a bool, or ``cursor`` is not an int.
     """
+    end = to_tensor(end, "end")  # numpy (any byte order) and lists too
+    if end.is_complex():
+        raise TypeError(f"end: expected bool or 0/1 flags, got dtype {end.dtype}")
+    if not isinstance(at_capacity, bool | np.bool_):
+        raise TypeError(f"at_capacity: expected a bool, got {at_capacity!r:.40}")
     if end.ndim not in (1, 2):
         raise ValueError(f"end: expected flags [T] or [T, E], got shape {list(end.shape)}")
     rows = int(end.shape[0])

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bufcore import DictBuffer
-from bufcore.persist.atomic import publish_file
+from bufcore.persist.atomic import publish_directory, publish_file
+from bufcore.persist.checkpoint import _replaceable
 from tests.support import reseal
 
 
@@ -186,3 +187,37 @@ def test_a_config_json_with_a_target_but_no_payload_is_refused(tmp_path: Path) -
     with pytest.raises(FileExistsError, match="not a checkpoint directory"):
         small().save(tmp_path / "exp")
     assert json.loads((tmp_path / "exp" / "config.json").read_text())["__target__"] == "my.Trainer"
+
+
+def test_a_file_added_to_the_old_checkpoint_during_a_save_is_kept_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    small().save(tmp_path / "ckpt")
+
+    def user_adds_a_note(staging: Path) -> None:
+        (tmp_path / "ckpt" / "NOTES.txt").write_text("keep me")  # while the save writes
+        staging.joinpath("data").write_text("new")
+
+    with pytest.warns(RuntimeWarning, match=r"it is kept at .*ckpt\.kept-"):
+        publish_directory(tmp_path / "ckpt", user_adds_a_note, replaceable=_replaceable)
+    (kept,) = tmp_path.glob("ckpt.kept-*")
+    assert (kept / "NOTES.txt").read_text() == "keep me"
+    assert (tmp_path / "ckpt" / "data").read_text() == "new"
+
+
+def test_a_link_whose_target_the_kernel_cannot_reach_is_refused_and_nothing_written(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "d").symlink_to("nosuch/../tgt")
+    with pytest.raises(FileNotFoundError, match="whose directory does not exist"):
+        small().save(tmp_path / "d")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+def test_saving_through_a_chain_of_links_replaces_the_last_target(tmp_path: Path) -> None:
+    small().save(tmp_path / "ckpt_1")
+    (tmp_path / "previous").symlink_to("ckpt_1")
+    (tmp_path / "latest").symlink_to("previous")
+    small(first=10).save(tmp_path / "latest")
+    assert stored(tmp_path / "ckpt_1") == [10, 11]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt_1", "latest", "previous"]

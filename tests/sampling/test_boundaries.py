@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 import torch
 
@@ -202,3 +205,30 @@ def test_an_empty_extend_is_a_no_op() -> None:
     boundaries.extend(torch.zeros(0, 2, dtype=torch.bool))
     assert len(boundaries) == 0
     assert boundaries.table().env.numel() == 0
+
+
+def test_find_start_stop_traj_reads_numpy_flags_in_either_byte_order() -> None:
+    native = find_start_stop_traj(torch.tensor([0, 1, 0, 1]), True)
+    for flags in (np.array([0, 1, 0, 1], "<i2"), np.array([0, 1, 0, 1], ">i2"), [0, 1, 0, 1]):
+        got = find_start_stop_traj(flags, True)
+        assert all(torch.equal(a, b) for a, b in zip(got, native, strict=True))
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        torch.zeros(4, device="meta"),
+        torch.zeros(4, 1).to_sparse(),
+        torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)], layout=torch.jagged),
+        ["a", "b"],
+    ],
+)
+def test_find_start_stop_traj_refuses_flags_without_dense_numbers_naming_end(end: Any) -> None:
+    with pytest.raises(TypeError, match=r"^end: "):
+        find_start_stop_traj(end, True)
+
+
+@pytest.mark.parametrize("at_capacity", ["no", 1, None])
+def test_find_start_stop_traj_refuses_an_at_capacity_that_is_not_a_bool(at_capacity: Any) -> None:
+    with pytest.raises(TypeError, match=r"^at_capacity: expected a bool"):
+        find_start_stop_traj(torch.tensor([0, 1]), at_capacity)

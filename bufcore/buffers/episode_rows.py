@@ -88,6 +88,14 @@ class EpisodeRows:
             )
         if motion_path not in leaves:
             raise ValueError(f"{name}: motion_id_key {format_key_path(motion_path)} is missing")
+        motion = leaves[motion_path].reshape(-1)
+        if motion.is_floating_point():
+            fractional = motion[~torch.isfinite(motion) | (motion != motion.trunc())]
+            if len(fractional):
+                raise ValueError(
+                    f"{name}{format_key_path(motion_path)}: motion ids must be whole numbers, "
+                    f"got {float(fractional[0]):g}"
+                )
         end = leaves.get(self._end_path)
         if end is not None:
             check_end_leaf(end.shape, 1, f"{name}{format_key_path(self._end_path)}")

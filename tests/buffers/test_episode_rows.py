@@ -42,7 +42,7 @@ def test_the_first_episode_fixes_the_dtype_and_later_ones_are_cast_when_values_f
 
 
 def test_a_float_motion_id_after_integer_ones_is_refused_naming_the_episode_and_key() -> None:
-    second = {**episode(2, 2), "motion_id": np.full(2, 1.5)}
+    second = {**episode(2, 2), "motion_id": np.full(2, 2.0)}
     with pytest.raises(
         TypeError, match=r"^episodes\[1\]\['motion_id'\]: dtype float64 cannot be cast safely"
     ):

@@ -94,8 +94,8 @@ def test_expert_buffer_accepts_numpy_integers_for_its_sizes() -> None:
     assert out["observation"].shape == (4, 1)
 
 
-def test_an_expert_motion_id_of_another_dtype_that_changes_value_is_refused() -> None:
-    episodes = [expert_episode(2, 1), expert_episode(2, 2, motion_id=np.full(2, 1.5))]
+def test_an_expert_motion_id_of_another_dtype_is_refused_naming_the_episode() -> None:
+    episodes = [expert_episode(2, 1), expert_episode(2, 2, motion_id=np.full(2, 2.0))]
     with pytest.raises(TypeError, match=r"^episodes\[1\]\['motion_id'\]: dtype float64"):
         TrajectoryDictBuffer(episodes)
 
@@ -103,7 +103,9 @@ def test_an_expert_motion_id_of_another_dtype_that_changes_value_is_refused() ->
 @pytest.mark.parametrize("motion_id", [1.5, float("nan"), float("inf")])
 def test_a_first_episode_whose_float_motion_id_is_not_whole_is_refused(motion_id: float) -> None:
     episodes = [{"observation": np.zeros((5, 2), np.float32), "motion_id": np.full(5, motion_id)}]
-    with pytest.raises(ValueError, match=r"'motion_id': motion ids must be whole numbers"):
+    with pytest.raises(
+        ValueError, match=r"episodes\[0\]\['motion_id'\]: motion ids must be whole"
+    ):
         TrajectoryDictBuffer(episodes=episodes, seq_length=2)
 
 

@@ -3,6 +3,7 @@ hand edits of checkpoints."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -55,3 +56,13 @@ def reseal(checkpoint: Path, change: Callable[[dict[str, Any]], None]) -> None:
     change(manifest)
     manifest["checksum"] = manifest_checksum(manifest)
     (checkpoint / "manifest.json").write_text(json.dumps(manifest))
+
+
+def rewrite_file(checkpoint: Path, name: str, raw: bytes) -> None:
+    """Replace a small file of a checkpoint by ``raw`` and re-seal its manifest entry."""
+    (checkpoint / name).write_bytes(raw)
+
+    def point_at(manifest: dict[str, Any]) -> None:
+        manifest["files"][name] = {"sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}
+
+    reseal(checkpoint, point_at)

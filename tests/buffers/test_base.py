@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from pathlib import Path
@@ -21,7 +20,7 @@ from bufcore import (
     load_buffer,
 )
 from bufcore.buffers.base import CheckpointedBuffer
-from bufcore.persist.manifest import manifest_checksum
+from tests.support import reseal, rewrite_file
 
 
 def dict_buffer(path: Path) -> Path:
@@ -42,14 +41,9 @@ def rewrite(path: Path, name: str, edit: dict[str, Any]) -> None:
     """Change fields of a JSON file and re-seal the manifest, as anyone could."""
     data = json.loads((path / name).read_text())
     data.update(edit)
-    raw = (json.dumps(data) + "\n").encode()
-    (path / name).write_bytes(raw)
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["files"][name] = {"sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}
+    rewrite_file(path, name, (json.dumps(data) + "\n").encode())
     if "__target__" in edit:
-        manifest["target"] = edit["__target__"]
-    manifest["checksum"] = manifest_checksum(manifest)
-    (path / "manifest.json").write_text(json.dumps(manifest))
+        reseal(path, lambda manifest: manifest.update(target=edit["__target__"]))
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,6 @@ buffer, takes priority updates), so that nothing the load accepted fails later.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from bufcore import (
     load_buffer,
 )
 from bufcore.persist.manifest import manifest_checksum
+from tests.support import rewrite_file
 
 # ----------------------------------------------------------------------------- checkpoints
 
@@ -180,16 +180,13 @@ def apply_edit(path: Path, name: str, edit: Edit) -> None:
     """Edit ``name`` (a JSON file of the checkpoint, or the manifest) and re-seal the manifest."""
     content = edit(json.loads((path / name).read_text()))
     raw = content.data if isinstance(content, Raw) else (json.dumps(content) + "\n").encode()
-    (path / name).write_bytes(raw)
-    if name == "manifest.json":
-        if isinstance(content, dict):
-            content["checksum"] = manifest_checksum(content)
-            (path / name).write_text(json.dumps(content))
-        return
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["files"][name] = {"sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}
-    manifest["checksum"] = manifest_checksum(manifest)
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    if name != "manifest.json":
+        rewrite_file(path, name, raw)
+    elif isinstance(content, dict):
+        content["checksum"] = manifest_checksum(content)
+        (path / name).write_text(json.dumps(content))
+    else:
+        (path / name).write_bytes(raw)
 
 
 # ----------------------------------------------------------------------------- the table

@@ -5,7 +5,6 @@ episode datasets this host cannot decode."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from bufcore import (
     load_buffer,
 )
 from bufcore.persist.episodes import load_episode_based_h5
-from tests.support import reseal
+from tests.support import reseal, rewrite_file
 
 
 def filled(capacity: int = 5) -> DictBuffer:
@@ -103,24 +102,11 @@ def test_a_leaf_whose_key_path_nests_into_another_leaf_is_a_corrupt_checkpoint(
         load_buffer(path)
 
 
-def rewrite_state(path: Path, state: dict[str, Any]) -> None:
-    raw = (json.dumps(state) + "\n").encode()
-    (path / "state.json").write_bytes(raw)
-
-    def point_at(manifest: dict[str, Any]) -> None:
-        manifest["files"]["state.json"] = {
-            "size": len(raw),
-            "sha256": hashlib.sha256(raw).hexdigest(),
-        }
-
-    reseal(path, point_at)
-
-
 def test_an_empty_generator_state_is_a_corrupt_state_json(tmp_path: Path) -> None:
     filled().save(tmp_path / "ckpt")
     state = json.loads((tmp_path / "ckpt" / "state.json").read_text())
     state["generator"]["state"] = ""
-    rewrite_state(tmp_path / "ckpt", state)
+    rewrite_file(tmp_path / "ckpt", "state.json", (json.dumps(state) + "\n").encode())
     with pytest.raises(CorruptCheckpointError, match="generator") as caught:
         load_buffer(tmp_path / "ckpt")
     assert caught.value.path.name == "state.json"

@@ -18,7 +18,7 @@ import bufcore.persist.hdf5
 import bufcore.persist.manifest
 from bufcore import CorruptCheckpointError, DictBuffer, ZBuffer, load_buffer
 from bufcore.persist.hashing import StreamHasher
-from tests.support import DEVICES
+from tests.support import DEVICES, reseal
 
 BFM_TARGET = "humanoidverse.agents.buffers.transition.DictBuffer"
 
@@ -500,14 +500,6 @@ def block_digests(data: bytes, block_bytes: int) -> list[str]:
 def read_manifest(checkpoint: Path) -> dict[str, Any]:
     manifest: dict[str, Any] = json.loads((checkpoint / "manifest.json").read_text())
     return manifest
-
-
-def reseal(checkpoint: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    """Apply ``change`` to the manifest and give it a matching checksum again."""
-    manifest = read_manifest(checkpoint)
-    change(manifest)
-    manifest["checksum"] = bufcore.persist.manifest.manifest_checksum(manifest)
-    (checkpoint / "manifest.json").write_text(json.dumps(manifest))
 
 
 def flip_byte(file: Path, offset: int) -> None:

@@ -77,15 +77,17 @@ def check_real(
     argument: str,
     *,
     minimum: float | None = None,
+    maximum: float | None = None,
     positive: bool = False,
     finite: bool = True,
 ) -> float:
-    """``value`` as a ``float``: finite (unless ``finite=False``), at least ``minimum`` and
-    (with ``positive``) above 0.
+    """``value`` as a ``float``: finite (unless ``finite=False``), at least ``minimum``, at
+    most ``maximum`` and (with ``positive``) above 0.
 
     Raises:
         TypeError: not a real number, or a bool.
-        ValueError: NaN or infinite (with ``finite``), below ``minimum`` or not positive.
+        ValueError: NaN or infinite (with ``finite``), below ``minimum``, above ``maximum`` or
+            not positive.
     """
     if isinstance(value, torch.Tensor | np.ndarray) and value.ndim == 0:
         value = value.item()
@@ -99,6 +101,8 @@ def check_real(
         raise ValueError(f"{argument}: expected a finite number, got {number}")
     if minimum is not None and not number >= minimum:
         raise ValueError(f"{argument}: expected a number >= {minimum}, got {number}")
+    if maximum is not None and not number <= maximum:
+        raise ValueError(f"{argument}: expected a number <= {maximum}, got {number}")
     if positive and not number > 0:
         raise ValueError(f"{argument}: expected a number > 0, got {number}")
     return number

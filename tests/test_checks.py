@@ -137,3 +137,13 @@ def test_a_device_this_process_cannot_use_is_refused_naming_the_argument() -> No
 
 def test_the_cpu_is_a_usable_device() -> None:
     assert check_usable_device(torch.device("cpu")) == torch.device("cpu")
+
+
+@pytest.mark.parametrize("value", [1.0, 0.5])
+def test_check_real_accepts_a_number_at_most_the_maximum(value: float) -> None:
+    assert check_real(value, "x", maximum=1.0) == value
+
+
+def test_check_real_refuses_a_number_above_the_maximum_naming_the_argument() -> None:
+    with pytest.raises(ValueError, match=r"mix: expected a number <= 1.0, got 1.5"):
+        check_real(1.5, "mix", maximum=1.0)

@@ -41,6 +41,8 @@ def load_expert_trajectories(
     seq_length: int,
     device: str | torch.device,
     obs_dict_mapper: ObsMapper | None = None,
+    *,
+    seed: int | None = None,
 ) -> TrajectoryDictBuffer:
     """Read the listed episode files into one read-only expert buffer.
 
@@ -57,6 +59,8 @@ def load_expert_trajectories(
         seq_length: Default window length of the buffer.
         device: Where the buffer's rows live.
         obs_dict_mapper: Optional function applied to each episode's (float32) observation.
+        seed: Seed of the buffer's generator (bufcore's addition; ``None``, the default, gives
+            a nondeterministic one as before).
 
     Returns:
         A :class:`~bufcore.buffers.expert.TrajectoryDictBuffer` with the default end and motion-id
@@ -87,7 +91,7 @@ def load_expert_trajectories(
     rows = EpisodeRows(
         episodes, end_path=(DEFAULT_END_KEY,), motion_path=(MOTION_ID,), names=names
     )
-    return TrajectoryDictBuffer(rows, seq_length=seq_length, device=device)
+    return TrajectoryDictBuffer(rows, seq_length=seq_length, device=device, seed=seed)
 
 
 def _prepare(raw: Mapping[str, Any], where: str, mapper: ObsMapper | None) -> dict[str, Any]:

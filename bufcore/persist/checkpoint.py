@@ -101,12 +101,12 @@ def save_checkpoint(path: str | os.PathLike[str], checkpoint: BufferCheckpoint) 
     publish_directory(
         path,
         lambda staging: _write_files(staging, checkpoint, names),
-        replaceable=_replaceable,
+        replaceable=replaceable_checkpoint,
         kind="checkpoint directory",
     )
 
 
-def _replaceable(path: Path) -> bool:
+def replaceable_checkpoint(path: Path) -> bool:
     """Whether a save may replace (and delete) the directory at ``path``.
 
     Only an empty directory, a bufcore checkpoint (a manifest whose checksum holds, and no

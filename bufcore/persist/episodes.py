@@ -368,3 +368,24 @@ def read_motion_list(
             f"{list_file}: line {number}: motion file {resolved} does not exist{more}"
         )
     return files
+
+
+def write_motion_list(path: str | os.PathLike[str], entries: Sequence[str]) -> None:
+    """Write a motion list (one episode file per line, as :func:`read_motion_list` reads it).
+
+    Entries are written as given (relative ones are taken relative to the ``motions_root`` the
+    reader is given). The file is published atomically.
+
+    Raises:
+        ValueError: an entry is empty, starts with ``#``, holds a space or a line break: the
+            reader would skip it or read another path.
+        FileNotFoundError: the file's directory does not exist.
+    """
+    for i, entry in enumerate(entries):
+        if not entry or entry.startswith("#") or any(c in entry for c in " \r\n"):
+            raise ValueError(
+                f"entries[{i}]: expected a path without spaces or line breaks that does not "
+                f"start with '#', got {entry!r}"
+            )
+    text = "".join(f"{entry}\n" for entry in entries)
+    publish_file(path, lambda staging: staging.write_text(text, encoding="utf-8"))

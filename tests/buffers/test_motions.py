@@ -187,3 +187,12 @@ def test_observations_beyond_float32_are_refused_naming_the_file_and_leaf(tmp_pa
     save_episodes(tmp_path / "wild.h5", [overflowing])
     with pytest.raises(ValueError, match=r"wild\.h5.*\['observation'\]: values in .* do not fit"):
         load_expert_trajectories(write_list(tmp_path, "wild.h5"), tmp_path, 1, "cpu")
+
+
+def test_a_seed_makes_the_expert_buffer_sample_the_same_windows(library: Path) -> None:
+    listing = write_list(library, "walk.h5", "sub/run.h5")
+    first, second = (
+        load_expert_trajectories(listing, library, 2, "cpu", seed=7) for _ in range(2)
+    )
+    a, b = first.sample(8), second.sample(8)
+    assert torch.equal(a["observation"], b["observation"])

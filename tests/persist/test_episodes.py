@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from bufcore.persist.episodes import load_episode_based_h5, read_motion_list, save_episodes
+from bufcore.persist.episodes import (
+    load_episode_based_h5,
+    read_motion_list,
+    save_episodes,
+    write_motion_list,
+)
 
 
 def episode(length: int, motion: int = 0) -> dict[str, Any]:
@@ -378,3 +383,22 @@ def test_a_listed_directory_is_not_a_motion_file(tmp_path: Path) -> None:
 def test_a_missing_motion_list_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"list\.txt"):
         read_motion_list(tmp_path / "list.txt", tmp_path)
+
+
+def test_a_written_motion_list_reads_back_in_order(tmp_path: Path) -> None:
+    for name in ("b.h5", "a.h5"):
+        save_episodes(tmp_path / name, [{"x": np.zeros((2, 1))}])
+    write_motion_list(tmp_path / "motions.txt", ["b.h5", "a.h5"])
+    assert read_motion_list(tmp_path / "motions.txt", tmp_path) == [
+        tmp_path / "b.h5",
+        tmp_path / "a.h5",
+    ]
+
+
+@pytest.mark.parametrize("entry", ["", "# note", "has space.h5", "two\nlines.h5"])
+def test_a_motion_list_entry_the_reader_would_misread_is_refused(
+    tmp_path: Path, entry: str
+) -> None:
+    with pytest.raises(ValueError, match=r"entries\[1\]"):
+        write_motion_list(tmp_path / "motions.txt", ["ok.h5", entry])
+    assert not (tmp_path / "motions.txt").exists()

@@ -11,7 +11,7 @@ import pytest
 
 from bufcore import DictBuffer
 from bufcore.persist.atomic import publish_directory, publish_file
-from bufcore.persist.checkpoint import _replaceable
+from bufcore.persist.checkpoint import replaceable_checkpoint
 from tests.support import reseal
 
 
@@ -199,7 +199,7 @@ def test_a_file_added_to_the_old_checkpoint_during_a_save_is_kept_with_a_warning
         staging.joinpath("data").write_text("new")
 
     with pytest.warns(RuntimeWarning, match=r"it is kept at .*ckpt\.kept-"):
-        publish_directory(tmp_path / "ckpt", user_adds_a_note, replaceable=_replaceable)
+        publish_directory(tmp_path / "ckpt", user_adds_a_note, replaceable=replaceable_checkpoint)
     (kept,) = tmp_path.glob("ckpt.kept-*")
     assert (kept / "NOTES.txt").read_text() == "keep me"
     assert (tmp_path / "ckpt" / "data").read_text() == "new"

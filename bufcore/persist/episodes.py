@@ -388,4 +388,8 @@ def write_motion_list(path: str | os.PathLike[str], entries: Sequence[str]) -> N
                 f"start with '#', got {entry!r}"
             )
     text = "".join(f"{entry}\n" for entry in entries)
-    publish_file(path, lambda staging: staging.write_text(text, encoding="utf-8"))
+
+    def write(staging: Path) -> None:
+        staging.write_text(text, encoding="utf-8")
+
+    publish_file(path, write)

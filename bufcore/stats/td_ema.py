@@ -193,9 +193,7 @@ class TDStatsEMA:
         # A batch whose statistics overflow float32 (or float64) cannot be blended in: it is
         # skipped like an empty one and its tokens count as non-finite.
         usable = (
-            (count > 0)
-            & torch.isfinite(mean.to(STATS_DTYPE))
-            & torch.isfinite(std.to(STATS_DTYPE))
+            (count > 0) & torch.isfinite(mean.to(STATS_DTYPE)) & torch.isfinite(std.to(STATS_DTYPE))
         )
         steps = self._steps + usable.to(torch.int64)
         keep = self._keep_weight(steps)

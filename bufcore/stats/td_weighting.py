@@ -102,9 +102,13 @@ def _external(
     if mean is None and std is None:
         return None
     if mean is None or std is None:
-        given, missing = ("external_std", "external_mean") if mean is None else (
-            "external_mean",
-            "external_std",
+        given, missing = (
+            ("external_std", "external_mean")
+            if mean is None
+            else (
+                "external_mean",
+                "external_std",
+            )
         )
         raise ValueError(
             f"{missing}: expected it with {given} (external statistics come as a pair; give "

@@ -91,7 +91,7 @@ class TDStatsEMA:
         TypeError: ``device`` is not a str or ``torch.device``; ``momentum`` is not a number;
             ``warmup_steps`` is not an int.
         ValueError: the device is not usable here; ``momentum`` outside (0, 1];
-            ``warmup_steps`` negative.
+            ``warmup_steps`` outside [0, 2**63 - 1].
     """
 
     def __init__(
@@ -99,7 +99,8 @@ class TDStatsEMA:
     ) -> None:
         usable = check_usable_device(check_device(device))
         self._momentum = check_momentum(momentum)
-        self._warmup_steps = check_int(warmup_steps, "warmup_steps", minimum=0)
+        # Bounded so that the step counter (int64) can be compared with it.
+        self._warmup_steps = check_int(warmup_steps, "warmup_steps", minimum=0, maximum=_MAX_COUNT)
         # The device tensors report ("cuda" -> "cuda:0"), so inputs compare equal to it.
         self._device = torch.empty(0, device=usable).device
         self._accumulate = accumulator_dtype(self._device)
@@ -250,8 +251,8 @@ class TDStatsEMA:
         Raises:
             StateError: (a ``ValueError``) ``state`` is not a mapping, lacks ``ema_mean``,
                 ``ema_std`` or ``step_count``, has an unknown key, or a value of the wrong
-                type or range (finite mean, finite std > 0, counts >= 0, momentum in (0, 1],
-                warmup_steps >= 0); the message names the key.
+                type or range (finite mean, finite std > 0, counts and warmup_steps in
+                [0, 2**63 - 1], momentum in (0, 1]); the message names the key.
         """
         root = Field(state, "state", part="state")
         unknown = sorted(str(key) for key in root.mapping() if key not in _STATE_KEYS)
@@ -262,7 +263,9 @@ class TDStatsEMA:
         steps = root.key("step_count").integer(minimum=0, maximum=_MAX_COUNT)
         nonfinite = root.optional("nonfinite_count", 0).integer(minimum=0, maximum=_MAX_COUNT)
         momentum = root.optional("momentum", self._momentum).validate(check_momentum)
-        warmup = root.optional("warmup_steps", self._warmup_steps).integer(minimum=0)
+        warmup = root.optional("warmup_steps", self._warmup_steps).integer(
+            minimum=0, maximum=_MAX_COUNT
+        )
         self._mean = torch.tensor(mean, dtype=STATS_DTYPE, device=self._device)
         self._std = torch.tensor(std, dtype=STATS_DTYPE, device=self._device)
         self._steps = torch.tensor(steps, dtype=torch.int64, device=self._device)

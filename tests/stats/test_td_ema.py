@@ -66,6 +66,12 @@ def test_the_last_warmup_batch_still_moves_the_statistics(warmup: int) -> None:
     assert mean == pytest.approx(10.0 / warmup)
 
 
+def test_the_largest_warmup_keeps_blending_as_a_warmup() -> None:
+    ema = TDStatsEMA("cpu", warmup_steps=2**63 - 1)
+    seen = feed(ema, [2.0, 2.0], [4.0, 4.0])
+    assert [mean for mean, _ in seen] == pytest.approx([2.0, 4.0])  # keep weight 1/(2**63-1)
+
+
 @pytest.mark.parametrize("momentum", [0.1, 0.5, 1.0])
 def test_after_the_warmup_a_batch_enters_with_weight_momentum(momentum: float) -> None:
     ema = TDStatsEMA("cpu", momentum=momentum, warmup_steps=1)
@@ -339,6 +345,7 @@ GOOD_STATE = {
         ("momentum", None),
         ("warmup_steps", -1),
         ("warmup_steps", 2.0),
+        ("warmup_steps", 2**63),
     ],
 )
 def test_load_state_dict_refuses_a_bad_value_naming_its_key_and_changes_nothing(
@@ -380,8 +387,17 @@ def test_load_state_dict_refuses_a_malformed_state_and_changes_nothing(
         ({"momentum": float("nan")}, ValueError, "momentum: expected a finite number"),
         ({"momentum": "0.1"}, TypeError, "momentum: expected a number"),
         ({"momentum": True}, TypeError, "momentum: expected a number"),
-        ({"warmup_steps": -1}, ValueError, "warmup_steps: expected an int >= 0, got -1"),
+        (
+            {"warmup_steps": -1},
+            ValueError,
+            r"warmup_steps: expected an int in \[0, 9223372036854775807\], got -1",
+        ),
         ({"warmup_steps": 2.0}, TypeError, "warmup_steps: expected an int"),
+        (
+            {"warmup_steps": 2**63},
+            ValueError,
+            r"warmup_steps: expected an int in \[0, 9223372036854775807\]",
+        ),
         ({"warmup_steps": True}, TypeError, "warmup_steps: expected an int"),
         ({"device": 3}, TypeError, "device: expected a torch device"),
         ({"device": "gpu0"}, ValueError, "device: expected a torch device"),

@@ -295,6 +295,13 @@ def test_gradients_flow_into_the_values() -> None:
     assert values.grad.tolist() == [[-1.0, 0.0, 0.0]]
 
 
+def test_non_finite_values_and_rewards_in_masked_positions_leave_the_gradient_finite() -> None:
+    values = torch.tensor([[0.5, 0.7, NAN]], requires_grad=True)
+    compute_td_errors(values, torch.tensor([[0.0, 0.0, NAN]]), TWO).sum().backward()
+    assert values.grad is not None
+    assert values.grad.tolist() == [[-1.0, 0.0, 0.0]]
+
+
 @pytest.mark.parametrize(
     ("values", "rewards", "expected"),
     [

@@ -219,13 +219,10 @@ class TDStatsEMA:
         """Weight of the old statistics for batch number ``steps`` (a tensor, >= 1 when used).
 
         Warmup (``k <= W``): ``(k - 1) / W``, so batch 1 replaces the prior. After it, or with
-        ``W = 0`` (where ``k <= W`` never holds): ``1 - momentum``.
+        ``W = 0`` (where ``k <= W`` never holds for a used batch): ``1 - momentum``.
         """
-        after = torch.full((), 1.0 - self._momentum, dtype=self._accumulate, device=self._device)
-        if self._warmup_steps == 0:
-            return after
-        during = (steps - 1).to(self._accumulate) / self._warmup_steps
-        return torch.where(steps <= self._warmup_steps, during, after)
+        during = (steps - 1).to(self._accumulate) / max(self._warmup_steps, 1)
+        return torch.where(steps <= self._warmup_steps, during, 1.0 - self._momentum)
 
     # ------------------------------------------------------------------- persistence
     def state_dict(self) -> dict[str, Any]:

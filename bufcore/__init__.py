@@ -1,8 +1,8 @@
 """bufcore: replay buffers for PyTorch RL that you can look inside.
 
-Public surface: the buffer classes, the loaders, the EMD curriculum and the errors bufcore
-raises on purpose. The subpackages hold the layers (README "Development"); POT, which the EMD
-needs, is imported on the first ``emd`` call, not here.
+Public surface: the buffer classes, the loaders, the EMD curriculum, the TD-error statistics
+and weights, and the errors bufcore raises on purpose. The subpackages hold the layers (README
+"Development"); POT, which the EMD needs, is imported on the first ``emd`` call, not here.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from bufcore.curriculum.transport import emd
 from bufcore.errors import CorruptCheckpointError, CorruptFileError, KeyPathError, StateError
 from bufcore.persist.episodes import load_episode_based_h5, save_episodes
 from bufcore.sampling.boundaries import find_start_stop_traj
+from bufcore.stats.td_ema import TDStatsEMA
+from bufcore.stats.td_weighting import TDWeighting, build_weights, compute_td_errors
 
 __all__ = [
     "CorruptCheckpointError",
@@ -29,9 +31,13 @@ __all__ = [
     "KeyPathError",
     "Round",
     "StateError",
+    "TDStatsEMA",
+    "TDWeighting",
     "TrajectoryDictBuffer",
     "TrajectoryDictBufferMultiDim",
     "ZBuffer",
+    "build_weights",
+    "compute_td_errors",
     "emd",
     "emd_to_priorities",
     "find_start_stop_traj",

@@ -31,8 +31,10 @@ $(VENV)/.bench-$(KEY): $(VENV)/.core-$(KEY)
 	$(BIN)/pip install --quiet -e '.[bench]' $(TORCH)
 	rm -f $(VENV)/.bench-*; touch $@
 
+# The demo training run into runs/demo (replacing a previous one), then what it wrote.
 demo: $(VENV)/.core-$(KEY)
-	$(BIN)/bufcore demo
+	$(BIN)/bufcore demo --out runs/demo
+	$(BIN)/bufcore inspect runs/demo
 
 lint: $(VENV)/.test-$(KEY)
 	$(BIN)/ruff check .

@@ -1,13 +1,40 @@
-"""The ``bufcore`` command: ``bufcore demo`` runs the demo (fill, sample, save, reload)."""
+"""The ``bufcore`` command: ``bufcore demo`` runs the demo training run.
+
+Every command prints one clear line and exits non-zero on bad input (1 for a file or value
+problem, 2 for a usage error), never a traceback; ``--help`` shows an example.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from bufcore.checks import check_int
-from bufcore.runs.demo import run_demo
+from bufcore.curriculum.priorities import MODES
+from bufcore.errors import CorruptFileError, StateError
+from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
+from bufcore.runs.demo.progress import Progress
+
+# What a command may fail with on bad input: reported as one line, exit status 1.
+INPUT_ERRORS = (OSError, ValueError, TypeError, KeyError, CorruptFileError, StateError)
+
+DEMO_EXAMPLE = """\
+example:
+  bufcore demo --out runs/demo                 # about 10 s on 2 cores
+  bufcore demo --out runs/demo --live          # paced to last ~5 minutes, for a dashboard
+  bufcore demo --out runs/try --seed 3 --mode bin --steps 3000
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (argparse prints the whole usage block before them)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _count(text: str) -> int:
@@ -18,23 +45,114 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}") from None
 
 
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    defaults = DemoOptions()
+    demo = commands.add_parser(
+        "demo",
+        help="run the demo training run (curriculum learning on synthetic motions)",
+        description="Run a small curriculum-learning loop in the shape of BFM-Zero's, built only "
+        "from bufcore: expert motions, parallel tracking envs writing a [time, env] buffer, a z "
+        "buffer, TD-EMA weighted value learning and EMD prioritisation. Writes metrics.jsonl, "
+        "motions/ and checkpoint/ into --out.",
+        epilog=DEMO_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument("--out", type=Path, default=Path("runs/demo"),
+                      help="run directory (default runs/demo)")
+    demo.add_argument("--seed", type=int, default=defaults.seed, help="default 0")
+    demo.add_argument("--steps", type=_count, default=defaults.steps,
+                      help=f"env steps (default {defaults.steps})")
+    demo.add_argument("--motions", type=_count, default=defaults.motions,
+                      help=f"expert motions (default {defaults.motions})")
+    demo.add_argument("--envs", type=_count, default=defaults.envs,
+                      help=f"parallel envs (default {defaults.envs})")
+    demo.add_argument("--capacity", type=_count, default=defaults.capacity,
+                      help=f"time rows of the online buffer (default {defaults.capacity})")
+    demo.add_argument("--eval-every", type=_count, default=defaults.eval_every,
+                      help=f"env steps per evaluation round (default {defaults.eval_every})")
+    demo.add_argument("--live", type=_number, nargs="?", const=300.0, default=None,
+                      metavar="SECONDS",
+                      help="pace the run to last SECONDS (default 300) so a dashboard can "
+                      "watch it grow")
+    curriculum = demo.add_argument_group("curriculum (BFM-Zero's prioritization options)")
+    curriculum.add_argument("--mode", choices=MODES, default=defaults.mode,
+                            help=f"EMD -> priority transform (default {defaults.mode})")
+    curriculum.add_argument("--min-val", type=_number, default=defaults.min_val,
+                            help=f"lower EMD clamp (default {defaults.min_val})")
+    curriculum.add_argument("--max-val", type=_number, default=defaults.max_val,
+                            help=f"upper EMD clamp (default {defaults.max_val})")
+    curriculum.add_argument("--scale", type=_number, default=defaults.scale,
+                            help=f"multiplier after clamping (default {defaults.scale})")
+    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    options = DemoOptions(
+        seed=args.seed,
+        steps=args.steps,
+        motions=args.motions,
+        envs=args.envs,
+        capacity=args.capacity,
+        eval_every=args.eval_every,
+        mode=args.mode,
+        min_val=args.min_val,
+        max_val=args.max_val,
+        scale=args.scale,
+        live_seconds=args.live,
+    )
+    started = time.monotonic()
+    progress = None if args.quiet else Progress(options.steps)
+    result = run_demo(args.out, options, progress=progress)
+    _report(result, options, time.monotonic() - started)
+    return 0
+
+
+def _report(result: DemoResult, options: DemoOptions, seconds: float) -> None:
+    curve = result.mean_emd
+    print(
+        f"demo run written to {result.run_dir} ({options.steps} env steps x {options.envs} "
+        f"envs, {len(curve)} evaluation rounds, {seconds:.1f} s)"
+    )
+    change = (curve[-1] - curve[0]) / curve[0] * 100 if curve[0] else 0.0
+    print(f"mean EMD per round: {' '.join(f'{v:.3f}' for v in curve)} ({change:+.0f}%)")
+    hardest = sorted(result.last_emd, key=lambda m: -result.last_emd[m])[:3]
+    shown = ", ".join(
+        f"{m} (EMD {result.last_emd[m]:.3f}, p {result.last_priority[m]:.3f})" for m in hardest
+    )
+    print(f"hardest motions, now sampled most: {shown}")
+    print(f"next: bufcore inspect {result.run_dir}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="bufcore",
+        description="Replay buffers for PyTorch RL that you can look inside.",
+        epilog="example:\n  bufcore demo --out runs/demo\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_demo(commands)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bufcore`` console script."""
-    parser = argparse.ArgumentParser(prog="bufcore", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="fill, sample, save and reload a DictBuffer")
-    demo.add_argument(
-        "--dir",
-        type=Path,
-        default=None,
-        help="where to save the checkpoint (default: a temporary directory)",
-    )
-    demo.add_argument("--capacity", type=_count, default=1000, help="rows (default 1000)")
-    demo.add_argument("--seed", type=int, default=0)
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        run_demo(args.dir, capacity=args.capacity, seed=args.seed)
-    return 0
+    try:
+        if args.command == "demo":
+            return _demo(args)
+    except INPUT_ERRORS as err:
+        print(f"bufcore {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    raise AssertionError(f"unhandled command {args.command}")  # argparse allows no other
 
 
 if __name__ == "__main__":

@@ -8,50 +8,91 @@ from pathlib import Path
 
 import pytest
 
+from bufcore import load_buffer
 
-def bufcore(*args: str) -> subprocess.CompletedProcess[str]:
+# A demo small enough for a subprocess test.
+SMALL_DEMO = (
+    "--steps", "60", "--motions", "3", "--envs", "4", "--capacity", "30", "--eval-every", "30",
+)
+
+
+def bufcore(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bufcore.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "bufcore.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
     )
 
 
-def test_demo_fills_saves_and_reloads_a_buffer_in_the_given_directory(tmp_path: Path) -> None:
-    result = bufcore("demo", "--dir", str(tmp_path), "--capacity", "500", "--seed", "3")
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0].startswith("created DictBuffer(capacity=500")
-    assert "contents identical after reload: True" in result.stdout
-    assert "same stream True" in result.stdout
-    saved = tmp_path / "buffers" / "train"
-    assert sorted(p.name for p in saved.iterdir()) == [
-        "buffer.hdf5", "config.json", "manifest.json", "state.json"
-    ]
-
-
-def test_demo_without_a_directory_leaves_nothing_behind_in_the_working_directory(
+def test_demo_writes_a_run_and_reports_the_curriculum_with_progress_on_stderr(
     tmp_path: Path,
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "bufcore.cli", "demo", "--capacity", "50"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )
+    result = bufcore("demo", "--out", str(tmp_path / "run"), *SMALL_DEMO)
     assert result.returncode == 0, result.stderr
-    assert list(tmp_path.iterdir()) == []
+    assert "60/60 steps" in result.stderr.splitlines()[-1]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"demo run written to {tmp_path / 'run'} (60 env steps x 4 envs")
+    assert lines[1].startswith("mean EMD per round: ")
+    assert lines[-1] == f"next: bufcore inspect {tmp_path / 'run'}"
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+        "checkpoint", "metrics.jsonl", "motions"
+    ]
+    assert len(load_buffer(tmp_path / "run" / "checkpoint" / "buffers" / "train")) == 30
 
 
-def test_no_command_prints_usage_and_exits_2() -> None:
+def test_demo_defaults_to_runs_demo_and_quiet_prints_no_progress(tmp_path: Path) -> None:
+    result = bufcore("demo", *SMALL_DEMO, "--quiet", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert (tmp_path / "runs" / "demo" / "metrics.jsonl").is_file()
+
+
+def test_demo_into_a_directory_of_other_files_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    result = bufcore("demo", "--out", str(tmp_path), *SMALL_DEMO)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"bufcore demo: error: {tmp_path}: holds notes.txt")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_demo_into_a_file_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    result = bufcore("demo", "--out", str(tmp_path / "file"), *SMALL_DEMO)
+    assert (result.returncode, result.stderr) == (
+        1, f"bufcore demo: error: {tmp_path / 'file'}: not a directory\n"
+    )
+
+
+def test_an_option_the_demo_refuses_is_one_line_naming_it(tmp_path: Path) -> None:
+    result = bufcore("demo", "--out", str(tmp_path / "r"), "--min-val", "-1")
+    assert (result.returncode, result.stderr) == (
+        1, "bufcore demo: error: min_val: expected a number >= 0.0, got -1.0\n"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_no_command_is_one_usage_line_and_exit_2() -> None:
     result = bufcore()
     assert result.returncode == 2
-    assert "usage: bufcore" in result.stderr
+    assert result.stderr == (
+        "bufcore: error: the following arguments are required: command (see bufcore --help)\n"
+    )
 
 
-@pytest.mark.parametrize("capacity", ["lots", "0", "-3"])
-def test_a_bad_capacity_names_the_option_and_exits_2(capacity: str) -> None:
-    result = bufcore("demo", "--capacity", capacity)
+@pytest.mark.parametrize("steps", ["lots", "0", "-3"])
+def test_a_bad_count_names_the_option_and_exits_2(steps: str) -> None:
+    result = bufcore("demo", "--steps", steps)
     assert result.returncode == 2
-    assert "--capacity" in result.stderr
+    assert result.stderr == (
+        f"bufcore demo: error: argument --steps: expected an int >= 1, got {steps!r} "
+        "(see bufcore demo --help)\n"
+    )
 
 
-def test_a_bad_capacity_says_what_was_expected() -> None:
-    result = bufcore("demo", "--capacity", "0")
-    assert "argument --capacity: expected an int >= 1, got '0'" in result.stderr
+@pytest.mark.parametrize("command", [(), ("demo",)])
+def test_help_shows_an_example(command: tuple[str, ...]) -> None:
+    result = bufcore(*command, "--help")
+    assert result.returncode == 0
+    assert "example:\n  bufcore demo --out runs/demo" in result.stdout

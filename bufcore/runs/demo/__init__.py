@@ -1,0 +1,8 @@
+"""The demo training run behind ``bufcore demo`` (README "The demo run")."""
+
+from __future__ import annotations
+
+from bufcore.runs.demo.loop import DemoResult, run_demo
+from bufcore.runs.demo.options import DemoOptions
+
+__all__ = ["DemoOptions", "DemoResult", "run_demo"]

@@ -1,0 +1,117 @@
+"""The demo agent: a fixed random backward map, a linear tracking policy and a linear value.
+
+All three are tiny on purpose (the demo is about the buffers), but the learning is real:
+
+- :class:`BackwardMap` encodes the next ``horizon`` frames of a motion into ``z``, a random
+  projection to fewer dimensions than the window has. It is fixed, like a pretrained
+  BFM-Zero backward network.
+- :class:`TrackingPolicy` maps ``(z, state)`` to an action (a state increment). It is fit by
+  gradient steps on expert windows drawn from the expert buffer, so it decodes best the
+  windows it sees most: the ones the curriculum's priorities favour.
+- :class:`ValueFunction` predicts the return of tracking from the tracking error and ``z``;
+  it is fit by TD on the online buffer with TD-EMA weights.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class BackwardMap:
+    """``z = window @ matrix``: a fixed random projection of ``horizon`` future frames.
+
+    Args:
+        dim: State dimension of a frame.
+        horizon: Frames per window.
+        z_dim: Length of ``z`` (below ``horizon * dim``, so some of the window is lost).
+        generator: Draws the projection.
+    """
+
+    def __init__(self, dim: int, horizon: int, z_dim: int, generator: torch.Generator) -> None:
+        self.horizon = horizon
+        scale = (horizon * dim) ** -0.5
+        self.matrix = torch.randn(horizon * dim, z_dim, generator=generator) * scale
+
+    def __call__(self, windows: torch.Tensor) -> torch.Tensor:
+        """``[n, horizon, dim]`` frames -> ``[n, z_dim]``."""
+        return windows.reshape(windows.shape[0], -1) @ self.matrix
+
+
+def _features(z: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    return torch.cat([z, state, torch.ones_like(state[:, :1])], dim=1)
+
+
+class TrackingPolicy:
+    """``action = [z, state, 1] @ weight``, trained to reach the window's next frame.
+
+    Args:
+        dim: State dimension.
+        z_dim: Length of ``z``.
+        lr: Adam step size.
+        state_noise: Standard deviation of the noise added to expert states in training, so
+            the policy learns to correct deviations (it sees only perfect states otherwise).
+        generator: Draws the training noise.
+    """
+
+    def __init__(
+        self, dim: int, z_dim: int, *, lr: float, state_noise: float, generator: torch.Generator
+    ) -> None:
+        self.weight = torch.zeros(z_dim + dim + 1, dim, requires_grad=True)
+        self.state_noise = state_noise
+        self._generator = generator
+        self._optimizer = torch.optim.Adam([self.weight], lr=lr)
+        # Step size ~ 1/sqrt(step): fast at first, then settling instead of jittering.
+        self._schedule = torch.optim.lr_scheduler.LambdaLR(
+            self._optimizer, lambda step: (1 + step / 25) ** -0.5
+        )
+
+    @torch.no_grad()
+    def act(self, z: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        return _features(z, state) @ self.weight
+
+    def train_step(self, z: torch.Tensor, state: torch.Tensor, target: torch.Tensor) -> float:
+        """One Adam step on ``|act(z, state + noise) - (target - state - noise)|^2``.
+
+        Returns:
+            The mean squared error before the step.
+        """
+        noisy = state + self.state_noise * torch.randn(
+            state.shape, generator=self._generator, dtype=state.dtype
+        )
+        error = _features(z, noisy) @ self.weight - (target - noisy)
+        loss = error.pow(2).sum(dim=1).mean()
+        self._optimizer.zero_grad()
+        loss.backward()
+        self._optimizer.step()
+        self._schedule.step()
+        return float(loss.detach())
+
+    def state_dict(self) -> dict[str, list[list[float]]]:
+        return {"weight": self.weight.detach().tolist()}
+
+
+class ValueFunction:
+    """``V = [error, error^2, z, 1] @ weight`` where ``error = state - target``.
+
+    Args:
+        dim: State dimension.
+        z_dim: Length of ``z``.
+        lr: Adam step size.
+    """
+
+    def __init__(self, dim: int, z_dim: int, *, lr: float) -> None:
+        self.weight = torch.zeros(2 * dim + z_dim + 1, requires_grad=True)
+        self._optimizer = torch.optim.Adam([self.weight], lr=lr)
+
+    def __call__(self, state: torch.Tensor, target: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        error = state - target
+        features = torch.cat([error, error.pow(2), z, torch.ones_like(error[..., :1])], dim=-1)
+        return features @ self.weight
+
+    def step(self, loss: torch.Tensor) -> None:
+        self._optimizer.zero_grad()
+        loss.backward()
+        self._optimizer.step()
+
+    def state_dict(self) -> dict[str, list[float]]:
+        return {"weight": self.weight.detach().tolist()}

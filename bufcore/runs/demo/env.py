@@ -1,0 +1,166 @@
+"""Parallel tracking environments: each env follows one expert motion with the demo's policy.
+
+State dynamics are an integrator with a little noise, ``s' = s + action + noise``; the reward is
+minus the distance to the motion's next frame. An env starts each episode on a motion drawn by
+the expert buffer's current priorities (the curriculum), at a random frame of its first half,
+and runs to the motion's last frame. Rows come out in BFM-Zero's online layout: row ``t`` holds
+the observation, the action taken there and its reward, with the ``truncated`` flag of the
+previous step, so an episode's last row is its final observation (flagged, action and reward 0)
+and the next row is the reset.
+
+With probability ``mix`` an episode explores instead of tracking: it holds one ``z`` drawn from
+the z buffer for the whole episode (BFM-Zero's mixed rollouts) rather than encoding the motion's
+upcoming frames at every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from bufcore.buffers.zbuffer import ZBuffer
+from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy
+from bufcore.runs.demo.motions import Motion
+
+
+class MotionBank:
+    """All motions padded into one ``[M, max_len + horizon, dim]`` tensor (last frame repeated).
+
+    Args:
+        motions: The motions, ``motions[i].motion_id == i``.
+        horizon: Frames a ``z`` looks ahead.
+    """
+
+    def __init__(self, motions: Sequence[Motion], horizon: int) -> None:
+        self.lengths = torch.tensor([m.frames.shape[0] for m in motions])
+        longest = int(self.lengths.max())
+        dim = motions[0].frames.shape[1]
+        self.frames = torch.empty(len(motions), longest + horizon + 1, dim)
+        for i, motion in enumerate(motions):
+            length = motion.frames.shape[0]
+            self.frames[i, :length] = motion.frames
+            self.frames[i, length:] = motion.frames[-1]
+        self.horizon = horizon
+
+    def windows(self, motion: torch.Tensor, frame: torch.Tensor) -> torch.Tensor:
+        """``[n, horizon, dim]``: frames ``frame + 1 .. frame + horizon`` of each motion."""
+        ahead = frame[:, None] + torch.arange(1, self.horizon + 1)
+        return self.frames[motion[:, None], ahead]
+
+
+@dataclass
+class StepRows:
+    """One env step as online-buffer leaves, each ``[1, E, ...]``."""
+
+    data: dict[str, object]
+    episodes_done: int
+    reward_mean: float
+
+
+class TrackingEnvs:
+    """``envs`` environments stepping together.
+
+    Args:
+        bank: The motions.
+        envs: Number of environments.
+        encoder: The backward map that turns upcoming frames into ``z``.
+        mix: Probability that an episode explores with a ``z`` from the z buffer.
+        action_noise: Exploration noise added to the policy's action.
+        dynamics_noise: Noise of the integrator.
+        generator: Every random choice.
+    """
+
+    def __init__(
+        self,
+        bank: MotionBank,
+        envs: int,
+        encoder: BackwardMap,
+        *,
+        mix: float,
+        action_noise: float,
+        dynamics_noise: float,
+        generator: torch.Generator,
+    ) -> None:
+        self.bank = bank
+        self.envs = envs
+        self.encoder = encoder
+        self.mix = mix
+        self.action_noise = action_noise
+        self.dynamics_noise = dynamics_noise
+        self._generator = generator
+        dim = bank.frames.shape[2]
+        self.motion = torch.zeros(envs, dtype=torch.int64)
+        self.frame = torch.zeros(envs, dtype=torch.int64)
+        self.state = torch.zeros(envs, dim)
+        self.explore = torch.zeros(envs, dtype=torch.bool)
+        self.held_z = torch.zeros(envs, encoder.matrix.shape[1])
+        self.truncated = torch.zeros(envs, dtype=torch.bool)
+
+    def reset(self, which: torch.Tensor, priorities: torch.Tensor, zbuffer: ZBuffer) -> None:
+        """Start new episodes in the envs ``which`` (a bool mask)."""
+        count = int(which.sum())
+        if count == 0:
+            return
+        motion = torch.multinomial(priorities, count, replacement=True, generator=self._generator)
+        half = (self.bank.lengths[motion] // 2).clamp(min=1)
+        frame = (torch.rand(count, generator=self._generator) * half).long()
+        explore = torch.rand(count, generator=self._generator) < self.mix
+        self.motion[which] = motion
+        self.frame[which] = frame
+        self.state[which] = self.bank.frames[motion, frame]
+        if not zbuffer.empty():
+            self.explore[which] = explore
+            self.held_z[which] = zbuffer.sample(count)
+        else:
+            self.explore[which] = False
+
+    def step(
+        self, policy: TrackingPolicy, priorities: torch.Tensor, zbuffer: ZBuffer
+    ) -> StepRows:
+        """Act in every env and return the row this step writes to the online buffer."""
+        final = self.frame + 1 >= self.bank.lengths[self.motion]
+        tracking_z = self.encoder(self.bank.windows(self.motion, self.frame))
+        z = torch.where(self.explore[:, None], self.held_z, tracking_z)
+        target = self.bank.frames[self.motion, self.frame]
+        action = policy.act(z, self.state)
+        action += self.action_noise * torch.randn(action.shape, generator=self._generator)
+        action[final] = 0.0
+        following = self.state + action
+        following += self.dynamics_noise * torch.randn(following.shape, generator=self._generator)
+        next_target = self.bank.frames[self.motion, self.frame + 1]
+        reward = -(following - next_target).norm(dim=1)
+        reward[final] = 0.0
+        rows = {
+            "observation": {"state": self.state[None].clone(), "target": target[None]},
+            "action": action[None],
+            "z": z[None],
+            "reward": reward[None, :, None],
+            "terminated": torch.zeros(1, self.envs, 1, dtype=torch.bool),
+            "truncated": final[None, :, None].clone(),
+            "motion_id": self.motion[None].clone(),
+        }
+        live = ~final
+        reward_mean = float(reward[live].mean()) if bool(live.any()) else 0.0
+        self.state = torch.where(final[:, None], self.state, following)
+        self.frame = torch.where(final, self.frame, self.frame + 1)
+        self.reset(final, priorities, zbuffer)
+        return StepRows(rows, int(final.sum()), reward_mean)
+
+
+@torch.no_grad()
+def track_all(
+    bank: MotionBank, encoder: BackwardMap, policy: TrackingPolicy
+) -> list[torch.Tensor]:
+    """Track every motion from its first frame without noise; ``[L_m, dim]`` states each."""
+    count, longest = bank.frames.shape[0], int(bank.lengths.max())
+    motion = torch.arange(count)
+    state = bank.frames[:, 0].clone()
+    states = [state]
+    for t in range(longest - 1):
+        frame = torch.full((count,), t)
+        state = state + policy.act(encoder(bank.windows(motion, frame)), state)
+        states.append(state)
+    path = torch.stack(states, dim=1)
+    return [path[m, : int(bank.lengths[m])] for m in range(count)]

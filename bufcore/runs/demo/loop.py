@@ -1,0 +1,390 @@
+"""The demo training run: a small curriculum-learning loop in the shape of BFM-Zero's.
+
+One run, built only from bufcore:
+
+1. Expert data: synthetic motions (:mod:`~bufcore.runs.demo.motions`) written as episode files
+   with a motion list, read back with :func:`bufcore.load_expert_trajectories`.
+2. Online data: parallel tracking envs (:mod:`~bufcore.runs.demo.env`) write one
+   ``[1, envs]`` row per step into a :class:`~bufcore.TrajectoryDictBufferMultiDim`
+   (``n_dim=2``, ``end_key="truncated"``, BFM-Zero's row layout). Each episode tracks a motion
+   drawn by the expert buffer's priorities.
+3. Every ``update_every`` steps: the policy takes a step on expert windows (``z`` from the fixed
+   backward map), their ``z`` and as many random ones go into the :class:`~bufcore.ZBuffer`,
+   and the value function takes a TD step on online windows, weighted by TD-EMA.
+4. Every ``eval_every`` steps: each motion is tracked from its first frame, its EMD to the
+   expert frames is measured, and the :class:`~bufcore.Curriculum` re-prioritises the expert
+   buffer. Every ``checkpoint_every`` rounds (and at the end) the run checkpoint is published.
+
+Everything is logged to ``metrics.jsonl`` (kinds ``run``, ``train``, ``buffer``, ``eval``,
+``checkpoint``; README "Run logs"). Given the same options the run is the same, record for
+record, except the ``time`` field.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bufcore.buffers.motions import load_expert_trajectories
+from bufcore.buffers.online import TrajectoryDictBufferMultiDim
+from bufcore.buffers.zbuffer import ZBuffer
+from bufcore.curriculum.curriculum import Curriculum
+from bufcore.curriculum.transport import emd
+from bufcore.persist.episodes import save_episodes, write_motion_list
+from bufcore.persist.run_checkpoint import save_run_checkpoint
+from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy, ValueFunction
+from bufcore.runs.demo.env import MotionBank, TrackingEnvs, track_all
+from bufcore.runs.demo.motions import Motion, make_motions
+from bufcore.runs.demo.options import DemoOptions
+from bufcore.runs.demo.progress import Progress
+from bufcore.runs.runlog import RunLogger
+from bufcore.stats.td_ema import TDStatsEMA
+from bufcore.stats.td_weighting import TDWeighting
+
+MOTIONS_DIR = "motions"
+MOTION_LIST = "motions.txt"
+CHECKPOINT_DIR = "checkpoint"
+METRICS_FILE = "metrics.jsonl"
+MOTIONS_PER_FILE = 8
+# Env steps between buffer-statistics records.
+BUFFER_EVERY = 25
+_SEEDS = ("motions", "backward", "policy", "envs", "buffers", "z")
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What a finished run reports.
+
+    Attributes:
+        run_dir: The run directory.
+        mean_emd: Mean EMD over motions, one per evaluation round.
+        last_emd: Motion id -> EMD of the last round.
+        last_priority: Motion id -> the expert buffer's sampling probability at the end.
+    """
+
+    run_dir: Path
+    mean_emd: list[float]
+    last_emd: dict[int, float]
+    last_priority: dict[int, float]
+
+
+def check_run_dir(run: Path) -> None:
+    """Refuse a directory a demo run would overwrite user files in.
+
+    Raises:
+        NotADirectoryError: ``run`` exists and is not a directory.
+        FileExistsError: it holds an entry a demo run does not write.
+    """
+    if not run.exists():
+        return
+    if not run.is_dir():
+        raise NotADirectoryError(f"{run}: not a directory")
+    ours = {METRICS_FILE, MOTIONS_DIR, CHECKPOINT_DIR}
+    # A save killed halfway leaves its staging entry, which the next save removes.
+    foreign = sorted(
+        e.name for e in run.iterdir() if e.name not in ours and not e.name.startswith(".")
+    )
+    if foreign:
+        raise FileExistsError(
+            f"{run}: holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, which "
+            "a demo run does not write; choose an empty or new directory (or a previous demo "
+            "run's) with --out"
+        )
+
+
+def _seeds(seed: int) -> dict[str, int]:
+    master = torch.Generator().manual_seed(seed)
+    values = torch.randint(0, 2**62, (len(_SEEDS),), generator=master).tolist()
+    return dict(zip(_SEEDS, values, strict=True))
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def write_motions(directory: Path, motions: list[Motion]) -> Path:
+    """Write the motions as episode files plus a motion list; returns the list's path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    names = []
+    for first in range(0, len(motions), MOTIONS_PER_FILE):
+        part = motions[first : first + MOTIONS_PER_FILE]
+        name = f"motions_{first // MOTIONS_PER_FILE:03d}.h5"
+        save_episodes(
+            directory / name,
+            [
+                {
+                    "observation": {"state": m.frames.numpy()},
+                    "motion_id": torch.full((m.frames.shape[0],), m.motion_id).numpy(),
+                }
+                for m in part
+            ],
+        )
+        names.append(name)
+    write_motion_list(directory / MOTION_LIST, names)
+    return directory / MOTION_LIST
+
+
+def run_demo(
+    run_dir: str | os.PathLike[str],
+    options: DemoOptions,
+    *,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> DemoResult:
+    """Run the demo into ``run_dir`` (created; a previous demo run there is replaced).
+
+    Args:
+        run_dir: Where ``metrics.jsonl``, ``motions/`` and ``checkpoint/`` go.
+        options: The run's options.
+        progress: Shows progress; none by default.
+        clock: Wall-clock time for the log's ``time`` field (and ``--live`` pacing).
+        sleep: How ``--live`` waits.
+
+    Raises:
+        FileExistsError: ``run_dir`` holds anything but a previous demo run's ``metrics.jsonl``,
+            ``motions/`` and ``checkpoint/`` (nothing is written then), or its ``checkpoint``
+            is not a run checkpoint.
+        NotADirectoryError: ``run_dir`` is a file.
+    """
+    run = Path(run_dir)
+    check_run_dir(run)
+    seeds = _seeds(options.seed)
+    motions = make_motions(
+        options.motions,
+        dim=options.dim,
+        min_length=options.min_length,
+        max_length=options.max_length,
+        generator=_generator(seeds["motions"]),
+    )
+    motion_list = write_motions(run / MOTIONS_DIR, motions)
+    expert = load_expert_trajectories(
+        motion_list, run / MOTIONS_DIR, options.seq_length, "cpu", seed=seeds["buffers"]
+    )
+    online = TrajectoryDictBufferMultiDim(
+        capacity=options.capacity,
+        n_dim=2,
+        seq_length=options.seq_length,
+        end_key="truncated",
+        output_key_t=["observation", "action", "z", "reward"],
+        output_key_tp1=["observation", "terminated"],
+        seed=seeds["buffers"] + 1,
+    )
+    zbuffer = ZBuffer(options.z_capacity, options.z_dim, seed=seeds["z"])
+    curriculum = Curriculum(
+        expert,
+        min_val=options.min_val,
+        max_val=options.max_val,
+        scale=options.scale,
+        mode=options.mode,
+    )
+    encoder = BackwardMap(
+        options.dim, options.seq_length, options.z_dim, _generator(seeds["backward"])
+    )
+    policy_generator = _generator(seeds["policy"])
+    policy = TrackingPolicy(
+        options.dim, options.z_dim, lr=0.006, state_noise=0.15, generator=policy_generator
+    )
+    value = ValueFunction(options.dim, options.z_dim, lr=0.01)
+    weighting = TDWeighting(
+        TDStatsEMA("cpu", momentum=options.td_momentum, warmup_steps=options.td_warmup),
+        beta=options.beta,
+        min_weight=options.min_weight,
+        max_weight=options.max_weight,
+    )
+    bank = MotionBank(motions, options.seq_length)
+    envs = TrackingEnvs(
+        bank,
+        options.envs,
+        encoder,
+        mix=options.mix,
+        action_noise=0.06,
+        dynamics_noise=0.03,
+        generator=_generator(seeds["envs"]),
+    )
+    envs.reset(torch.ones(options.envs, dtype=torch.bool), expert.priorities, zbuffer)
+    loop = _Loop(run, options, expert, online, zbuffer, curriculum, encoder, policy, value,
+                 weighting, bank, envs, policy_generator)
+    started = clock()
+    with RunLogger(run, clock=clock) as logger:
+        logger.log("run", 0, _run_record(options, motions))
+        for step in range(1, options.steps + 1):
+            loop.env_step(step, logger)
+            if progress is not None:
+                progress.update(step, loop.status())
+            if options.live_seconds:
+                ahead = started + options.live_seconds * step / options.steps - clock()
+                if ahead > 0:
+                    sleep(ahead)
+    if progress is not None:
+        progress.close()
+    last = curriculum.history[-1]
+    return DemoResult(
+        run_dir=run,
+        mean_emd=list(loop.mean_emd),
+        last_emd=dict(last.emd),
+        last_priority=dict(zip(expert.motion_ids, expert.priorities.tolist(), strict=True)),
+    )
+
+
+def _run_record(options: DemoOptions, motions: list[Motion]) -> dict[str, Any]:
+    return {
+        "options": options.to_json(),
+        "motions": {
+            "motion_ids": [m.motion_id for m in motions],
+            "length": [int(m.frames.shape[0]) for m in motions],
+            "difficulty": [round(m.difficulty, 6) for m in motions],
+        },
+    }
+
+
+class _Loop:
+    """The state of one run and its per-step work (split out of :func:`run_demo` to read)."""
+
+    def __init__(
+        self,
+        run: Path,
+        options: DemoOptions,
+        expert: Any,
+        online: TrajectoryDictBufferMultiDim,
+        zbuffer: ZBuffer,
+        curriculum: Curriculum,
+        encoder: BackwardMap,
+        policy: TrackingPolicy,
+        value: ValueFunction,
+        weighting: TDWeighting,
+        bank: MotionBank,
+        envs: TrackingEnvs,
+        generator: torch.Generator,
+    ) -> None:
+        self.run, self.options = run, options
+        self.expert, self.online, self.zbuffer = expert, online, zbuffer
+        self.curriculum, self.encoder = curriculum, encoder
+        self.policy, self.value, self.weighting = policy, value, weighting
+        self.bank, self.envs, self.generator = bank, envs, generator
+        self.mean_emd: list[float] = []
+        self.episodes = 0
+        self.updates = 0
+
+    def status(self) -> str:
+        last = f"mean EMD {self.mean_emd[-1]:.3f}" if self.mean_emd else "no eval yet"
+        return f"round {len(self.mean_emd)}, {last}"
+
+    def env_step(self, step: int, logger: RunLogger) -> None:
+        options = self.options
+        rows = self.envs.step(self.policy, self.expert.priorities, self.zbuffer)
+        self.online.extend(rows.data)
+        self.episodes += rows.episodes_done
+        if step % options.update_every == 0 and step > options.seq_length:
+            logger.log("train", step, {**self.update(), "reward_mean": rows.reward_mean})
+        if step % BUFFER_EVERY == 0 or step == options.steps:
+            logger.log("buffer", step, self.buffer_record())
+        if step % options.eval_every == 0 or step == options.steps:
+            logger.log("eval", step, self.evaluate(step))
+            rounds = len(self.mean_emd)
+            if rounds % options.checkpoint_every == 0 or step == options.steps:
+                logger.log("checkpoint", step, self.checkpoint(step))
+
+    def update(self) -> dict[str, Any]:
+        """One policy step on expert windows, z into the z buffer, one weighted TD step."""
+        options = self.options
+        seq, windows = options.seq_length, options.batch_size // options.seq_length
+        expert = self.expert.sample(options.batch_size)
+        state = expert["observation"]["state"].view(windows, seq, -1)[:, 0]
+        future = expert["next"]["observation"]["state"].view(windows, seq, -1)
+        z = self.encoder(future)
+        policy_loss = self.policy.train_step(z, state, future[:, 0])
+        scale = z.norm(dim=1).mean() / math.sqrt(options.z_dim)
+        random_z = torch.randn(z.shape, generator=self.generator) * scale
+        self.zbuffer.add(torch.cat([z, random_z]))
+
+        batch = self.online.sample(options.batch_size)
+        now, after = batch["observation"], batch["next"]["observation"]
+        values = self.value(now["state"], now["target"], batch["z"]).view(windows, seq)
+        with torch.no_grad():
+            following = self.value(after["state"], after["target"], batch["z"]).view(windows, seq)
+            alive = (~batch["next"]["terminated"]).view(windows, seq)
+            target = batch["reward"].view(windows, seq) + options.gamma * following * alive
+        td = target - values
+        mask = torch.ones(windows, seq, dtype=torch.bool)
+        weights = self.weighting.weights(td.detach(), mask)
+        value_loss = (weights * td.pow(2)).sum() / mask.sum()
+        self.value.step(value_loss)
+        metrics = self.weighting.update(td.detach(), mask)
+        self.updates += 1
+        return {
+            "policy_loss": policy_loss,
+            "value_loss": float(value_loss.detach()),
+            **{name: float(v) for name, v in metrics.items()},
+        }
+
+    def buffer_record(self) -> dict[str, Any]:
+        online, table = self.online, self.online.trajectories()
+        lengths = table.lengths if hasattr(table, "lengths") else None
+        del lengths
+        return {
+            "train": {
+                "len": len(online),
+                "capacity": online.capacity,
+                "cursor": online.cursor,
+                "full": online.is_full,
+                "transitions": online.size(),
+                "episodes_finished": self.episodes,
+            },
+            "z": {"len": len(self.zbuffer), "capacity": self.zbuffer.capacity,
+                  "full": self.zbuffer.is_full},
+        }
+
+    def evaluate(self, step: int) -> dict[str, Any]:
+        paths = track_all(self.bank, self.encoder, self.policy)
+        frames = self.bank.frames
+        emds = {
+            m: emd(paths[m].double(), frames[m, : int(self.bank.lengths[m])].double())
+            for m in range(len(paths))
+        }
+        round_ = self.curriculum.apply(emds, step=step)
+        probability = self.expert.priorities.double()
+        entropy = float(-(probability * probability.clamp(min=1e-30).log()).sum())
+        mean = sum(emds.values()) / len(emds)
+        self.mean_emd.append(mean)
+        ids = self.expert.motion_ids
+        return {
+            "round": len(self.mean_emd),
+            "motion_ids": ids,
+            "emd": [round_.emd[m] for m in ids],
+            "priority": [round_.priority[m] for m in ids],
+            "probability": probability.tolist(),
+            "mean_emd": mean,
+            "entropy": entropy,
+            "effective_motions": float(1.0 / probability.pow(2).sum()),
+        }
+
+    def checkpoint(self, step: int) -> dict[str, Any]:
+        path = self.run / CHECKPOINT_DIR
+        ema = self.weighting.ema
+        save_run_checkpoint(
+            path,
+            buffers={"train": self.online.save, "expert": self.expert.save, "z": self.zbuffer.save},
+            state={
+                "step": step,
+                "round": len(self.mean_emd),
+                "seed": self.options.seed,
+                "options": self.options.to_json(),
+                "curriculum": self.curriculum.state_dict(),
+                "td_ema": ema.state_dict(),
+                "agent": {
+                    "backward_map": self.encoder.matrix.tolist(),
+                    "policy": self.policy.state_dict(),
+                    "value": self.value.state_dict(),
+                },
+            },
+        )
+        return {"round": len(self.mean_emd), "path": CHECKPOINT_DIR,
+                "buffers": ["train", "expert", "z"]}

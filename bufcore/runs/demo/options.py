@@ -1,0 +1,109 @@
+"""Options of the demo run, validated once when they are made."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from bufcore.checks import check_int, check_real
+from bufcore.curriculum.priorities import PriorityOptions
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """Everything that shapes a demo run; the same options and seed give the same run.
+
+    Attributes:
+        seed: Seeds every generator of the run.
+        steps: Env steps (time rows written to the online buffer; transitions are ``steps *
+            envs``).
+        motions: Expert motions.
+        envs: Parallel tracking environments.
+        capacity: Time rows of the online buffer (it wraps when ``steps`` exceeds this).
+        z_capacity: Vectors the z buffer keeps.
+        dim: State dimension of a motion frame.
+        z_dim: Length of ``z``.
+        seq_length: Window length of both trajectory buffers and the frames a ``z`` encodes.
+        min_length: Fewest frames of a motion.
+        max_length: Most frames of a motion.
+        batch_size: Rows per sample (``batch_size // seq_length`` windows).
+        update_every: Env steps between agent updates.
+        eval_every: Env steps between evaluation rounds (each also updates the curriculum).
+        checkpoint_every: Evaluation rounds between run checkpoints (the last round always
+            checkpoints).
+        mix: Probability that an episode explores with a ``z`` from the z buffer.
+        min_val: Curriculum: lower EMD clamp.
+        max_val: Curriculum: upper EMD clamp.
+        scale: Curriculum: multiplier after clamping.
+        mode: Curriculum: ``"lin"``, ``"exp"`` or ``"bin"``.
+        gamma: Discount of the value function's TD target.
+        td_momentum: TD-EMA momentum.
+        td_warmup: TD-EMA warmup steps.
+        beta: TD weight temperature.
+        min_weight: Smallest TD weight.
+        max_weight: Largest TD weight.
+        live_seconds: When set, the run is paced to last about this long (``--live``).
+
+    Raises:
+        ValueError: a count below its minimum, ``min_length <= seq_length``,
+            ``max_length < min_length``, ``batch_size`` not a multiple of ``seq_length``, a probability
+            outside ``[0, 1]``, or curriculum/TD options that their own classes refuse.
+        TypeError: an option of the wrong type.
+    """
+
+    seed: int = 0
+    steps: int = 1500
+    motions: int = 24
+    envs: int = 64
+    capacity: int = 1000
+    z_capacity: int = 4096
+    dim: int = 6
+    z_dim: int = 16
+    seq_length: int = 8
+    min_length: int = 40
+    max_length: int = 300
+    batch_size: int = 1024
+    update_every: int = 4
+    eval_every: int = 150
+    checkpoint_every: int = 3
+    mix: float = 0.25
+    min_val: float = 0.5
+    max_val: float = 2.0
+    scale: float = 2.0
+    mode: str = "exp"
+    gamma: float = 0.98
+    td_momentum: float = 0.1
+    td_warmup: int = 10
+    beta: float = 1.0
+    min_weight: float = 0.1
+    max_weight: float = 5.0
+    live_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        check_int(self.seed, "seed")
+        for name in ("steps", "motions", "envs", "capacity", "z_capacity", "dim", "z_dim",
+                     "seq_length", "batch_size", "update_every", "eval_every",
+                     "checkpoint_every"):
+            check_int(getattr(self, name), name, minimum=1)
+        check_int(self.td_warmup, "td_warmup", minimum=0)
+        # Every motion must hold an expert window and the frame after it.
+        check_int(self.min_length, "min_length", minimum=self.seq_length + 1)
+        check_int(self.max_length, "max_length", minimum=self.min_length)
+        if self.batch_size % self.seq_length:
+            raise ValueError(
+                f"batch_size: expected a multiple of seq_length {self.seq_length}, "
+                f"got {self.batch_size}"
+            )
+        check_real(self.mix, "mix", minimum=0.0, maximum=1.0)
+        check_real(self.gamma, "gamma", minimum=0.0, maximum=1.0)
+        check_real(self.td_momentum, "td_momentum", minimum=0.0, maximum=1.0)
+        check_real(self.beta, "beta", minimum=0.0)
+        check_real(self.min_weight, "min_weight", minimum=0.0)
+        check_real(self.max_weight, "max_weight", minimum=self.min_weight)
+        if self.live_seconds is not None:
+            check_real(self.live_seconds, "live_seconds", minimum=0.0)
+        PriorityOptions(self.min_val, self.max_val, self.scale, self.mode)  # type: ignore[arg-type]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -1,0 +1,204 @@
+"""The demo training run: it learns, the curriculum works, and what it writes loads back."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from bufcore import TrajectoryDictBuffer, TrajectoryDictBufferMultiDim, ZBuffer, load_buffer
+from bufcore.persist.run_checkpoint import read_run_state
+from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
+from bufcore.runs.demo.progress import Progress
+
+# Small enough to run in a couple of seconds, big enough for the agent to learn.
+SMALL = DemoOptions(steps=400, motions=8, envs=16, capacity=200, eval_every=100, max_length=120)
+TINY = DemoOptions(
+    steps=60, motions=3, envs=4, capacity=30, z_capacity=64, eval_every=30, min_length=12,
+    max_length=30, batch_size=64,
+)
+
+
+def records(run: Path) -> list[dict[str, Any]]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def without_time(run: Path) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k != "time"} for r in records(run)]
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
+    return run_demo(tmp_path_factory.mktemp("demo") / "run", SMALL)
+
+
+def test_mean_emd_falls_from_the_first_to_the_last_round(small_run: DemoResult) -> None:
+    assert len(small_run.mean_emd) == 4
+    assert small_run.mean_emd[-1] < small_run.mean_emd[0]
+
+
+def test_at_the_end_motions_with_higher_emd_are_sampled_more(small_run: DemoResult) -> None:
+    emd, probability = small_run.last_emd, small_run.last_priority
+    motions = sorted(emd, key=emd.__getitem__)
+    assert [probability[m] for m in motions] == sorted(probability[m] for m in motions)
+    assert probability[motions[-1]] > 1.5 * probability[motions[0]]
+
+
+def test_the_log_holds_every_record_kind_in_step_order(small_run: DemoResult) -> None:
+    logged = records(small_run.run_dir)
+    assert logged[0]["kind"] == "run"
+    assert logged[0]["options"]["steps"] == SMALL.steps
+    kinds = {r["kind"] for r in logged}
+    assert kinds == {"run", "train", "buffer", "eval", "checkpoint"}
+    steps = [r["step"] for r in logged]
+    assert steps == sorted(steps)
+
+
+def test_each_eval_record_matches_the_curriculum_round(small_run: DemoResult) -> None:
+    evals = [r for r in records(small_run.run_dir) if r["kind"] == "eval"]
+    assert [r["round"] for r in evals] == [1, 2, 3, 4]
+    assert [r["mean_emd"] for r in evals] == pytest.approx(small_run.mean_emd)
+    last = evals[-1]
+    assert dict(zip(last["motion_ids"], last["emd"], strict=True)) == small_run.last_emd
+    assert sum(last["probability"]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_run_checkpoint_buffers_load_through_load_buffer(small_run: DemoResult) -> None:
+    buffers = small_run.run_dir / "checkpoint" / "buffers"
+    train, expert, z = (load_buffer(buffers / name) for name in ("train", "expert", "z"))
+    assert isinstance(train, TrajectoryDictBufferMultiDim) and train.n_dim == 2
+    assert train.is_full  # 400 steps into 200 time rows: the ring wrapped
+    assert isinstance(expert, TrajectoryDictBuffer) and len(expert.motion_ids) == SMALL.motions
+    assert isinstance(z, ZBuffer) and len(z) > 0
+    batch = train.sample(SMALL.batch_size)
+    assert batch["z"].shape == (SMALL.batch_size, SMALL.z_dim)
+    assert batch["next"]["observation"]["state"].shape == (SMALL.batch_size, SMALL.dim)
+
+
+def test_the_saved_expert_priorities_are_the_last_rounds(small_run: DemoResult) -> None:
+    expert = load_buffer(small_run.run_dir / "checkpoint" / "buffers" / "expert")
+    saved = dict(zip(expert.motion_ids, expert.priorities.tolist(), strict=True))
+    assert saved == pytest.approx(small_run.last_priority)
+
+
+def test_run_state_holds_curriculum_history_and_td_ema(small_run: DemoResult) -> None:
+    state = read_run_state(small_run.run_dir / "checkpoint")
+    assert state["step"] == SMALL.steps and state["round"] == 4
+    assert len(state["curriculum"]["rounds"]) == 4
+    assert state["td_ema"]["step_count"] > 0
+    assert state["options"] == SMALL.to_json()
+
+
+def test_the_same_seed_writes_the_same_log_except_for_time(tmp_path: Path) -> None:
+    run_demo(tmp_path / "a", TINY)
+    run_demo(tmp_path / "b", TINY)
+    assert without_time(tmp_path / "a") == without_time(tmp_path / "b")
+
+
+def test_another_seed_writes_another_log(tmp_path: Path) -> None:
+    run_demo(tmp_path / "a", TINY)
+    run_demo(tmp_path / "b", DemoOptions(**{**TINY.to_json(), "seed": 1}))
+    assert without_time(tmp_path / "a") != without_time(tmp_path / "b")
+
+
+def test_a_second_run_into_the_same_directory_replaces_the_first(tmp_path: Path) -> None:
+    run_demo(tmp_path / "run", DemoOptions(**{**TINY.to_json(), "seed": 1}))
+    run_demo(tmp_path / "run", TINY)
+    run_demo(tmp_path / "fresh", TINY)
+    assert without_time(tmp_path / "run") == without_time(tmp_path / "fresh")
+
+
+def test_a_directory_with_other_files_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="notes.txt"):
+        run_demo(tmp_path, TINY)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_live_pacing_sleeps_so_the_run_lasts_the_given_time(tmp_path: Path) -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    options = DemoOptions(**{**TINY.to_json(), "live_seconds": 6.0})
+    run_demo(tmp_path / "run", options, clock=lambda: now[0], sleep=sleep)
+    assert now[0] == pytest.approx(6.0)
+    assert len(slept) == TINY.steps
+
+
+def test_live_records_carry_the_paced_clock(tmp_path: Path) -> None:
+    now = [100.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    options = DemoOptions(**{**TINY.to_json(), "live_seconds": 6.0})
+    run_demo(tmp_path / "run", options, clock=lambda: now[0], sleep=sleep)
+    times = [r["time"] for r in records(tmp_path / "run")]
+    # The last records are written in the last step, before its pause.
+    assert times[0] == 100.0 and times[-1] == pytest.approx(100.0 + 6.0 * 59 / 60)
+
+
+@pytest.mark.parametrize(
+    ("change", "argument"),
+    [
+        ({"steps": 0}, "steps"),
+        ({"batch_size": 100}, "batch_size"),
+        ({"min_length": 8}, "min_length"),
+        ({"max_length": 20, "min_length": 30}, "max_length"),
+        ({"mix": 1.5}, "mix"),
+        ({"mode": "cubic"}, "mode"),
+        ({"max_weight": 0.01}, "max_weight"),
+    ],
+)
+def test_invalid_options_are_refused_naming_the_option(
+    change: dict[str, object], argument: str
+) -> None:
+    with pytest.raises(ValueError, match=argument):
+        DemoOptions(**change)  # type: ignore[arg-type]
+
+
+def test_progress_off_a_terminal_prints_the_start_and_a_line_per_tenth() -> None:
+    stream = io.StringIO()
+    progress = Progress(50, stream=stream, clock=lambda: 0.0)
+    for step in range(1, 51):
+        progress.update(step, "status")
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 11
+    assert lines[-1].startswith("[" + "#" * 30 + "] 50/50 steps")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_redraws_one_line_at_most_ten_times_a_second() -> None:
+    stream, now = _Terminal(), [0.0]
+    progress = Progress(100, stream=stream, clock=lambda: now[0])
+    for step in range(1, 101):
+        now[0] += 0.01
+        progress.update(step, "status")
+    progress.close()
+    text = stream.getvalue()
+    assert text.count("\r") == 11  # the first step, every 0.1 s, and the last
+    assert text.endswith("100/100 steps,   1.0 s, status\n")
+
+
+def test_the_run_does_not_depend_on_the_global_torch_seed(tmp_path: Path) -> None:
+    torch.manual_seed(1)
+    run_demo(tmp_path / "a", TINY)
+    torch.manual_seed(2)
+    run_demo(tmp_path / "b", TINY)
+    assert without_time(tmp_path / "a") == without_time(tmp_path / "b")

@@ -1,4 +1,5 @@
-"""The ``bufcore`` command: ``bufcore demo`` runs the demo training run.
+"""The ``bufcore`` command: ``bufcore demo`` runs the demo training run; ``bufcore inspect
+PATH`` summarizes a checkpoint, run or BFM-Zero work directory without loading it.
 
 Every command prints one clear line and exits non-zero on bad input (1 for a file or value
 problem, 2 for a usage error), never a traceback; ``--help`` shows an example.
@@ -7,6 +8,7 @@ problem, 2 for a usage error), never a traceback; ``--help`` shows an example.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -18,15 +20,40 @@ from bufcore.curriculum.priorities import MODES
 from bufcore.errors import CorruptFileError, StateError
 from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
 from bufcore.runs.demo.progress import Progress
+from bufcore.runs.inspect import inspect_path, render, to_json
 
 # What a command may fail with on bad input: reported as one line, exit status 1.
 INPUT_ERRORS = (OSError, ValueError, TypeError, KeyError, CorruptFileError, StateError)
 
 DEMO_EXAMPLE = """\
-example:
+examples:
   bufcore demo --out runs/demo                 # about 10 s on 2 cores
   bufcore demo --out runs/demo --live          # paced to last ~5 minutes, for a dashboard
   bufcore demo --out runs/try --seed 3 --mode bin --steps 3000
+"""
+
+
+INSPECT_DESCRIPTION = """Summarize PATH without loading it (only metadata is read, never the rows):
+  - a buffer checkpoint directory, bufcore's or BFM-Zero's: kind, capacity, length, cursor,
+    full, a spec table with sizes, and the priorities of an expert buffer;
+  - a run directory (metrics.jsonl, checkpoint/run.json, checkpoint/buffers/<name>/) or its
+    checkpoint/ directory: the log's size and last step, the run's step, curriculum rounds
+    and TD-EMA state, then every buffer;
+  - a BFM-Zero work directory (checkpoint/buffers/<name>/; other files are ignored).
+"""
+INSPECT_EXAMPLES = """examples:
+  bufcore inspect runs/exp1                          a run: log, run.json, every buffer
+  bufcore inspect runs/exp1/checkpoint/buffers/train one buffer checkpoint
+  bufcore inspect workdir --verify                   a BFM-Zero work directory; hash payloads
+  bufcore inspect runs/exp1 --json | jq .buffers     machine-readable
+
+exit status: 0 on success, 1 when PATH is missing, damaged or not one of these directories
+(one line on stderr naming the file), 2 for a usage error.
+"""
+TOP_EXAMPLES = """examples:
+  bufcore demo --out runs/demo        run the demo training run
+  bufcore inspect runs/demo           summarize a run (or a checkpoint) without loading it
+  bufcore inspect --help              what inspect reads and prints
 """
 
 
@@ -130,15 +157,42 @@ def _report(result: DemoResult, options: DemoOptions, seconds: float) -> None:
     print(f"next: bufcore inspect {result.run_dir}")
 
 
+def _add_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    inspect = commands.add_parser(
+        "inspect",
+        help="summarize a checkpoint, run or BFM-Zero work directory without loading it",
+        description=INSPECT_DESCRIPTION,
+        epilog=INSPECT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    inspect.add_argument("path", type=Path, metavar="PATH", help="the directory to summarize")
+    inspect.add_argument(
+        "--verify",
+        action="store_true",
+        help="also check every buffer.hdf5 against its manifest's sha256 (reads it whole)",
+    )
+    inspect.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    inspection = inspect_path(args.path, verify=args.verify)
+    if args.json:
+        print(json.dumps(to_json(inspection), indent=2))
+    else:
+        print("\n".join(render(inspection)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="bufcore",
         description="Replay buffers for PyTorch RL that you can look inside.",
-        epilog="example:\n  bufcore demo --out runs/demo\n",
+        epilog=TOP_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
     _add_demo(commands)
+    _add_inspect(commands)
     return parser
 
 
@@ -149,8 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return _demo(args)
+        if args.command == "inspect":
+            return _inspect(args)
     except INPUT_ERRORS as err:
-        print(f"bufcore {args.command}: error: {err}", file=sys.stderr)
+        # One line, whatever a file name or message holds.
+        message = str(err).replace("\n", "\\n").replace("\r", "\\r")
+        print(f"bufcore {args.command}: error: {message}", file=sys.stderr)
         return 1
     raise AssertionError(f"unhandled command {args.command}")  # argparse allows no other
 

@@ -95,4 +95,4 @@ def test_a_bad_count_names_the_option_and_exits_2(steps: str) -> None:
 def test_help_shows_an_example(command: tuple[str, ...]) -> None:
     result = bufcore(*command, "--help")
     assert result.returncode == 0
-    assert "example:\n  bufcore demo --out runs/demo" in result.stdout
+    assert "examples:\n  bufcore demo --out runs/demo" in result.stdout

@@ -31,6 +31,7 @@ from bufcore.persist.checkpoint import (
     OpenedCheckpoint,
     load_checkpoint,
     save_checkpoint,
+    saved_ring_position,
 )
 from bufcore.rng import generator_state, restore_generator
 from bufcore.storage.ring import RingStorage
@@ -116,24 +117,7 @@ class CheckpointedBuffer(ABC):
                 storage.check_size(source.spec, source.env_count)  # before allocating it
             except ValueError as err:
                 raise config.key("capacity").error(str(err)) from err
-        saved_idx = config.optional("_idx", None)
-        saved_full = config.optional("_is_full", None)
-        if saved_idx.value is None or saved_full.value is None:
-            # Old BFM-Zero configs lack them: derived from the row count, as BFM-Zero does.
-            if source.count > storage.capacity:
-                raise config.key("capacity").error(
-                    f"{source.count} stored rows exceed the capacity {storage.capacity}"
-                )
-            cursor, is_full = source.count % storage.capacity, source.count == storage.capacity
-        else:
-            cursor = saved_idx.integer(minimum=0, maximum=storage.capacity - 1)
-            is_full = saved_full.flag()
-            held = storage.capacity if is_full else cursor
-            if source.count != held:
-                raise saved_idx.error(
-                    f"{cursor} with _is_full {is_full} means {held} rows, but buffer.hdf5 holds "
-                    f"{source.count}"
-                )
+        cursor, is_full = saved_ring_position(config, source.count, storage.capacity)
         try:
             storage.restore(source, cursor=cursor, is_full=is_full)
         except ValueError as err:

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 import torch
 
 from bufcore.errors import CorruptCheckpointError, StateError, StatePart
+from bufcore.fields import Field
 from bufcore.persist.atomic import publish_directory
 from bufcore.persist.hashing import seal_file
 from bufcore.persist.hdf5 import block_entry, check_hdf5_name, payload_stream, write_payload
@@ -243,8 +244,37 @@ class OpenedCheckpoint:
         return CheckpointRows(self._reader, spec, env_count, count)
 
 
+def saved_ring_position(config: Field, count: int, capacity: int) -> tuple[int, bool]:
+    """The cursor and fullness config.json records for ``count`` stored rows of ``capacity``.
+
+    Old BFM-Zero configs lack ``_idx`` and ``_is_full``: they are derived from the row count,
+    as BFM-Zero does.
+
+    Raises:
+        StateError: they are malformed or do not describe ``count`` rows (names the field).
+    """
+    saved_idx = config.optional("_idx", None)
+    saved_full = config.optional("_is_full", None)
+    if saved_idx.value is None or saved_full.value is None:
+        if count > capacity:
+            raise config.key("capacity").error(
+                f"{count} stored rows exceed the capacity {capacity}"
+            )
+        return count % capacity, count == capacity
+    cursor = saved_idx.integer(minimum=0, maximum=capacity - 1)
+    is_full = saved_full.flag()
+    held = capacity if is_full else cursor
+    if count != held:
+        raise saved_idx.error(
+            f"{cursor} with _is_full {is_full} means {held} rows, but buffer.hdf5 holds {count}"
+        )
+    return cursor, is_full
+
+
 @contextmanager
-def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[OpenedCheckpoint]:
+def open_checkpoint(
+    path: str | os.PathLike[str], *, hash_payload: bool = True
+) -> Iterator[OpenedCheckpoint]:
     """Open a checkpoint directory for loading, verifying it against its manifest.
 
     Every file is read through one handle of the directory (:mod:`bufcore.persist.snapshot`),
@@ -256,6 +286,12 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[OpenedCheckpoint]:
     rows out of the same chunks, and a mismatch is raised when the block exits (so a damaged file
     never yields a buffer, and hashing overlaps the read).
 
+    Args:
+        path: The checkpoint directory.
+        hash_payload: False reads buffer.hdf5's metadata only and never hashes it, for
+            summaries (``bufcore inspect``) that must not read every row; rows read from such
+            an opening are unverified, so every load keeps the default.
+
     Raises:
         FileNotFoundError: ``path`` is not a directory.
         CorruptCheckpointError: a file is missing, malformed, or differs from the manifest.
@@ -264,7 +300,7 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[OpenedCheckpoint]:
     for attempt in itertools.count(1):
         with CheckpointSnapshot(root) as snapshot:
             try:
-                files = _open_files(snapshot)
+                files = _open_files(snapshot, hash_payload)
                 break
             except CorruptCheckpointError:
                 if attempt < _ATTEMPTS and snapshot.swapped():
@@ -289,8 +325,9 @@ _Files = tuple[
 ]
 
 
-def _open_files(snapshot: CheckpointSnapshot) -> _Files:
-    """Read and verify the small files and open buffer.hdf5, all through ``snapshot``."""
+def _open_files(snapshot: CheckpointSnapshot, hash_payload: bool) -> _Files:
+    """Read and verify the small files and open buffer.hdf5 (streamed and hashed when
+    ``hash_payload``), all through ``snapshot``."""
     root = snapshot.path
     manifest: dict[str, Any] | None = None
     texts: dict[str, bytes] = {}
@@ -324,7 +361,7 @@ def _open_files(snapshot: CheckpointSnapshot) -> _Files:
     payload = snapshot.open(PAYLOAD, missing=_LISTED_MISSING if manifest else "file is missing")
     stream = None
     try:
-        if manifest is not None:
+        if manifest is not None and hash_payload:
             stream = payload_stream(root / PAYLOAD, os.dup(payload), digests)
     except BaseException:
         os.close(payload)
@@ -332,18 +369,24 @@ def _open_files(snapshot: CheckpointSnapshot) -> _Files:
     return manifest, config, state, stream, PayloadReader(root / PAYLOAD, payload, stream)
 
 
-def load_checkpoint(path: str | os.PathLike[str], build: Callable[[OpenedCheckpoint], T]) -> T:
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    build: Callable[[OpenedCheckpoint], T],
+    *,
+    hash_payload: bool = True,
+) -> T:
     """``build(opened)`` on the checkpoint at ``path``, once every checksum held.
 
-    ``build`` turns the saved state into a buffer; a :class:`~bufcore.errors.StateError` it
-    raises is reported as a :class:`~bufcore.errors.CorruptCheckpointError` naming the file of
-    that part (config.json, state.json or buffer.hdf5).
+    ``build`` turns the saved state into a buffer (or a summary); a
+    :class:`~bufcore.errors.StateError` it raises is reported as a
+    :class:`~bufcore.errors.CorruptCheckpointError` naming the file of that part (config.json,
+    state.json or buffer.hdf5). ``hash_payload`` is :func:`open_checkpoint`'s.
 
     Raises:
         FileNotFoundError: ``path`` is not a directory.
         CorruptCheckpointError: a file is damaged, malformed or inconsistent.
     """
-    with open_checkpoint(path) as opened:
+    with open_checkpoint(path, hash_payload=hash_payload) as opened:
         try:
             return build(opened)
         except StateError as err:

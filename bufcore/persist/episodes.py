@@ -35,7 +35,7 @@ from bufcore.checks import check_int
 from bufcore.errors import CorruptFileError, KeyPathError
 from bufcore.persist.atomic import publish_file
 from bufcore.persist.hdf5 import check_hdf5_name
-from bufcore.persist.hdf5_guard import Member, local_members
+from bufcore.persist.hdf5_guard import H5_FAILURES, Member, damage_reported, local_members
 from bufcore.tree import KeyPath, flatten, format_key_path, to_tensor, unflatten
 
 NUM_EPISODES = "num_episodes"
@@ -201,16 +201,17 @@ def load_episode_based_h5(
         raise CorruptFileError(file, "not a regular file")
     try:
         h5 = h5py.File(file, "r")
-    except OSError as err:
+    except H5_FAILURES as err:
         raise CorruptFileError(file, f"not a readable HDF5 file ({err})") from err
     with h5:
         groups = _episode_groups(h5, file)
         if not groups:
             return []
         if selected is not None:
-            known = list(groups[0].keys())
+            with damage_reported(file):
+                known = list(groups[0].keys())
             for key in selected:
-                if key not in groups[0]:
+                if key not in known:
                     raise KeyPathError(f"{file}: unknown key {key!r}; the episodes hold {known}")
         structures = [_structure(group, selected, file) for group in groups]
         for i, structure in enumerate(structures[1:], start=1):
@@ -244,9 +245,10 @@ def _check_keys(keys: Sequence[str] | None) -> list[str] | None:
 
 
 def _episode_groups(h5: h5py.File, file: Path) -> list[h5py.Group]:
-    if NUM_EPISODES not in h5.attrs:
+    with damage_reported(file):
+        raw = h5.attrs.get(NUM_EPISODES)
+    if raw is None:
         raise ValueError(f"{file}: missing the {NUM_EPISODES!r} attribute of an episode file")
-    raw = h5.attrs[NUM_EPISODES]
     value = raw.item() if isinstance(raw, np.ndarray) and raw.size == 1 else raw
     try:
         count = check_int(value, f"{file}: attribute {NUM_EPISODES!r}", minimum=0)
@@ -317,7 +319,7 @@ def _read(dataset: h5py.Dataset, file: Path) -> Any:
             text = dataset.asstr(errors="replace")[()]
             return text if isinstance(text, str) else np.asarray(text, dtype=str)
         array = np.asarray(dataset[()])
-    except OSError as err:  # a filter this host lacks, damaged chunks, ...
+    except H5_FAILURES as err:  # a filter this host lacks, damaged chunks, ...
         raise CorruptFileError(file, f"dataset {dataset.name} cannot be read ({err})") from err
     # Files written on big-endian machines come back in the host's byte order, as torch needs.
     return array.astype(array.dtype.newbyteorder("="), copy=False)

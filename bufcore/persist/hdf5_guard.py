@@ -6,10 +6,18 @@ regions of other files, and *object references* point anywhere. A checkpoint or 
 from an untrusted source could use any of them to make a load read ``/etc/passwd`` into a buffer,
 or hang on a FIFO. Every HDF5 object bufcore reads goes through :func:`local_members` first, which
 refuses all of them (and soft links, which could loop), naming the file and the object.
+
+A damaged file fails inside h5py with whatever its C library reports: ``KeyError`` ("Unable to
+open object"), ``RuntimeError`` ("Link iteration failed"), ``ValueError`` (a datatype numpy
+cannot represent, a name that is not UTF-8), ``TypeError`` (an unknown string encoding),
+``OSError``. :func:`damage_reported` turns those into the caller's :class:`CorruptFileError`
+naming the file, so damage always reads as damage.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeAlias
 
@@ -18,6 +26,27 @@ import h5py
 from bufcore.errors import CorruptFileError
 
 Member: TypeAlias = h5py.Group | h5py.Dataset
+
+
+# What h5py raises when what it reads is damaged (UnicodeDecodeError is a ValueError).
+H5_FAILURES = (KeyError, RuntimeError, ValueError, TypeError, OverflowError, OSError)
+
+
+@contextmanager
+def damage_reported(path: Path, error: type[CorruptFileError] = CorruptFileError) -> Iterator[None]:
+    """Report h5py's failures on damaged metadata inside the block as ``error`` naming ``path``.
+
+    Wrap only h5py calls in it: bufcore's own errors raised inside pass through unchanged.
+
+    Raises:
+        CorruptFileError: (``error``) h5py raised one of its failures.
+    """
+    try:
+        yield
+    except CorruptFileError:
+        raise
+    except H5_FAILURES as err:
+        raise error(path, f"damaged HDF5 metadata ({type(err).__name__}: {err})") from err
 
 
 def local_members(
@@ -32,8 +61,15 @@ def local_members(
 
     Raises:
         CorruptFileError: a member is a soft or external link, a committed datatype, or a
-            dataset refused by :func:`check_local_dataset`.
+            dataset refused by :func:`check_local_dataset`; or the metadata is damaged.
     """
+    with damage_reported(path, error):
+        return _local_members(group, path, error)
+
+
+def _local_members(
+    group: h5py.Group, path: Path, error: type[CorruptFileError]
+) -> dict[str, Member]:
     members: dict[str, Member] = {}
     for name in group:  # names only: nothing is resolved yet
         link = group.get(name, getlink=True)

@@ -21,7 +21,7 @@ import torch
 
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.hdf5 import numpy_dtype, payload_stream, storage_dtype
-from bufcore.persist.hdf5_guard import local_members
+from bufcore.persist.hdf5_guard import H5_FAILURES, local_members
 from bufcore.persist.stream import PayloadStream, byte_rows, copy_regions
 from bufcore.tree import KeyPath, LeafSpec, Spec, format_key_path, split_key_name
 
@@ -60,7 +60,7 @@ class PayloadReader:
             handle = os.fdopen(os.dup(self._fd), "rb")
             try:
                 self._h5 = h5py.File(handle, "r")
-            except OSError as err:
+            except H5_FAILURES as err:
                 handle.close()
                 raise CorruptCheckpointError(
                     self.path, f"not a readable HDF5 file ({err})"

@@ -23,7 +23,7 @@ import os
 import stat
 from pathlib import Path
 
-from bufcore.errors import CorruptCheckpointError
+from bufcore.errors import CorruptCheckpointError, CorruptFileError
 
 _READ_BYTES = 1 << 20
 
@@ -81,16 +81,23 @@ class CheckpointSnapshot:
             return False
         return True
 
-    def open(self, name: str, *, missing: str = "file is missing") -> int:
+    def open(
+        self,
+        name: str,
+        *,
+        missing: str = "file is missing",
+        error: type[CorruptFileError] = CorruptCheckpointError,
+    ) -> int:
         """A read-only descriptor of the regular file ``name`` in this directory (caller closes).
 
         Args:
             name: A plain file name.
             missing: The problem to report when there is no such file.
+            error: The error type to raise (a run's log is no checkpoint file).
 
         Raises:
-            CorruptCheckpointError: ``name`` is not a plain name, is missing, is a symbolic link
-                or anything but a regular file, or cannot be opened.
+            CorruptCheckpointError: (or ``error``) ``name`` is not a plain name, is missing, is
+                a symbolic link or anything but a regular file, or cannot be opened.
         """
         check_member_name(name, self.path)
         where = self.path / name
@@ -99,17 +106,17 @@ class CheckpointSnapshot:
         try:
             fd = os.open(name, flags, dir_fd=self._fd)
         except FileNotFoundError:
-            raise CorruptCheckpointError(where, missing) from None
+            raise error(where, missing) from None
         except OSError as err:
             if err.errno == errno.ELOOP:
-                raise CorruptCheckpointError(
-                    where, "is a symbolic link; only the checkpoint's own files are read"
+                raise error(
+                    where, "is a symbolic link; only the directory's own files are read"
                 ) from None
-            raise CorruptCheckpointError(where, f"cannot be opened ({err.strerror})") from None
+            raise error(where, f"cannot be opened ({err.strerror})") from None
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             os.close(fd)
-            raise CorruptCheckpointError(where, "is not a regular file")
+            raise error(where, "is not a regular file")
         os.set_blocking(fd, True)
         return fd
 

@@ -1,0 +1,286 @@
+"""``bufcore inspect``: find what a path is, summarize it lazily, and lay the summary out as text.
+
+A path may be (checked in this order):
+
+- a buffer checkpoint directory (``config.json``, ``buffer.hdf5``, maybe ``manifest.json`` and
+  ``state.json``; bufcore's or BFM-Zero's own);
+- a run checkpoint directory (``run.json`` and/or ``buffers/<name>/``);
+- a run directory (``metrics.jsonl`` and/or ``checkpoint/``), or a BFM-Zero work directory
+  (``checkpoint/buffers/<name>/``, other files ignored).
+
+Everything is read through :mod:`bufcore.persist.summary` and
+:mod:`bufcore.persist.run_summary` (no rows are read); this module only looks at which entries
+exist. :func:`inspect_path` returns an :class:`Inspection`; :func:`render` turns it into lines
+and :func:`to_json` into plain JSON-ready data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bufcore.persist.manifest import CONFIG, MANIFEST, PAYLOAD
+from bufcore.persist.run_summary import (
+    METRICS_FILE,
+    RUN_FILE,
+    MetricsSummary,
+    RunCheckpointSummary,
+    summarize_metrics,
+    summarize_run_checkpoint,
+)
+from bufcore.persist.summary import CheckpointSummary, summarize_checkpoint
+from bufcore.tree import format_key_path
+
+CHECKPOINT_DIR = "checkpoint"
+BUFFERS_DIR = "buffers"
+_WHAT = (
+    "expected a buffer checkpoint (config.json), a run directory (metrics.jsonl or "
+    "checkpoint/), a run checkpoint (run.json or buffers/) or a BFM-Zero work directory "
+    "(checkpoint/buffers/)"
+)
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What :func:`inspect_path` found.
+
+    Attributes:
+        path: The path inspected.
+        kind: ``"buffer checkpoint"``, ``"run checkpoint"``, ``"run directory"`` or
+            ``"BFM-Zero work directory"``.
+        buffers: ``(name, summary)`` of each buffer checkpoint, by name.
+        run: run.json's summary, or None when there is none.
+        metrics: metrics.jsonl's summary, or None when there is none.
+    """
+
+    path: Path
+    kind: str
+    buffers: tuple[tuple[str, CheckpointSummary], ...]
+    run: RunCheckpointSummary | None = None
+    metrics: MetricsSummary | None = None
+
+
+def inspect_path(path: str | os.PathLike[str], *, verify: bool = False) -> Inspection:
+    """Find what ``path`` is and summarize it without reading any buffer's rows.
+
+    Args:
+        path: A buffer checkpoint, run checkpoint, run or BFM-Zero work directory.
+        verify: Also hash every buffer.hdf5 against its manifest (reads them whole).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        NotADirectoryError: ``path`` is not a directory.
+        ValueError: ``path`` is none of the directories above (the message says what was
+            expected).
+        CorruptFileError: a file in it is missing, damaged or inconsistent (names the file;
+            a :class:`~bufcore.errors.CorruptCheckpointError` for checkpoint files).
+    """
+    root = Path(path)
+    if not root.exists():
+        raise FileNotFoundError(f"{root}: no such file or directory")
+    if not root.is_dir():
+        raise NotADirectoryError(f"{root}: not a directory; {_WHAT}")
+    if any(_exists(root / name) for name in (CONFIG, PAYLOAD, MANIFEST)):
+        summary = summarize_checkpoint(root, verify=verify)
+        return Inspection(root, "buffer checkpoint", ((root.name, summary),))
+    if _is_run_checkpoint(root):
+        return Inspection(root, "run checkpoint", *_checkpoint(root, verify))
+    checkpoint = root / CHECKPOINT_DIR
+    has_checkpoint = checkpoint.is_dir() and _is_run_checkpoint(checkpoint)
+    has_metrics = _exists(root / METRICS_FILE)
+    if not (has_checkpoint or has_metrics):
+        raise ValueError(f"{root}: {_WHAT}")
+    buffers, run = _checkpoint(checkpoint, verify) if has_checkpoint else ((), None)
+    bfm_zero = run is None and not has_metrics
+    return Inspection(
+        root,
+        "BFM-Zero work directory" if bfm_zero else "run directory",
+        buffers,
+        run,
+        summarize_metrics(root) if has_metrics else None,
+    )
+
+
+def _exists(path: Path) -> bool:
+    """Whether there is an entry at ``path`` (a dangling link counts: reading it says why)."""
+    return path.is_symlink() or path.exists()
+
+
+def _is_run_checkpoint(path: Path) -> bool:
+    return _exists(path / RUN_FILE) or (path / BUFFERS_DIR).is_dir()
+
+
+def _checkpoint(
+    checkpoint: Path, verify: bool
+) -> tuple[tuple[tuple[str, CheckpointSummary], ...], RunCheckpointSummary | None]:
+    """The buffers under ``checkpoint/buffers/`` and run.json's summary."""
+    run = summarize_run_checkpoint(checkpoint) if _exists(checkpoint / RUN_FILE) else None
+    folder = checkpoint / BUFFERS_DIR
+    names = sorted(
+        entry.name
+        for entry in (folder.iterdir() if folder.is_dir() else ())
+        # Hidden entries are a save's staging directories; files are not buffers.
+        if entry.is_dir() and not entry.name.startswith(".")
+    )
+    return tuple((name, summarize_checkpoint(folder / name, verify=verify)) for name in names), run
+
+
+# ------------------------------------------------------------------------------ output
+def human_bytes(count: int) -> str:
+    """``1536`` -> ``"1.5 KiB"``: bytes in binary units, three significant figures at most."""
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{count} B" if unit == "B" else f"{size:.3g} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def render(inspection: Inspection) -> list[str]:
+    """The inspection as text lines: a header, then the run, its log and each buffer."""
+    if inspection.kind == "buffer checkpoint":
+        return _buffer_lines(*inspection.buffers[0])
+    lines = [f"{inspection.kind}: {inspection.path}"]
+    if inspection.metrics is not None:
+        lines += _metrics_lines(inspection.metrics)
+    if inspection.run is not None:
+        lines += _run_lines(inspection.run)
+    else:
+        lines.append("run.json: none")
+    if not inspection.buffers:
+        lines.append("buffers: none")
+    for name, summary in inspection.buffers:
+        lines += ["", *_buffer_lines(name, summary)]
+    return lines
+
+
+def _metrics_lines(metrics: MetricsSummary) -> list[str]:
+    line = f"metrics: {metrics.records} records, {human_bytes(metrics.size)}"
+    last = metrics.last
+    if last is not None:
+        shown = ", ".join(f"{key} {last[key]!r:.40}" for key in ("step", "kind") if key in last)
+        line += f"; last: {shown or 'no step or kind'}"
+    return [line]
+
+
+def _run_lines(run: RunCheckpointSummary) -> list[str]:
+    lines = [f"run: step {run.step}, round {run.round}, seed {run.seed}"]
+    curriculum = run.curriculum
+    if curriculum is None:
+        lines.append("curriculum: none")
+    else:
+        last = (
+            "no rounds yet"
+            if curriculum.last_step is None
+            else f"last at step {curriculum.last_step}, mean EMD {curriculum.last_mean_emd:.4g}"
+        )
+        lines.append(
+            f"curriculum: {curriculum.rounds} rounds ({last}); mode {curriculum.mode}, "
+            f"EMD clamp [{curriculum.min_val:g}, {curriculum.max_val:g}], "
+            f"scale {curriculum.scale:g}"
+        )
+    td = run.td_ema
+    if td is None:
+        lines.append("td-ema: none")
+    else:
+        lines.append(
+            f"td-ema: mean {td.ema_mean:.4g}, std {td.ema_std:.4g}, {td.step_count} steps "
+            f"(warmup {td.warmup_steps}, momentum {td.momentum:g}), "
+            f"{td.nonfinite_count} non-finite"
+        )
+    return lines
+
+
+def _buffer_lines(name: str, s: CheckpointSummary) -> list[str]:
+    envs = "" if s.env_count is None else f" x {s.env_count} envs"
+    if s.verified:
+        checked = "rows verified against the manifest"
+    elif s.format == "BFM-Zero":
+        checked = "no manifest to verify against"
+    else:
+        checked = "rows not verified: --verify hashes them"
+    lines = [
+        f"buffer {name}: {s.kind} ({s.format}; {checked})",
+        _field("path", str(s.path)),
+        _field("target", s.target),
+        _field(
+            "rows",
+            f"{s.length} of capacity {s.capacity}{envs}, cursor {s.cursor}, "
+            f"full {'yes' if s.full else 'no'}, device {s.device}",
+        ),
+        _field(
+            "size",
+            f"{human_bytes(s.row_bytes)} per row, {human_bytes(s.row_bytes * s.length)} held, "
+            f"{human_bytes(s.row_bytes * s.capacity)} when full",
+        ),
+        *_spec_table(s),
+    ]
+    p = s.priorities
+    if p is not None:
+        top = ", ".join(f"motion {motion} {value:.3g}" for motion, value in p.top)
+        lines += [
+            _field(
+                "priorities",
+                f"{p.count} motions, min {p.minimum:.3g}, max {p.maximum:.3g}, entropy "
+                f"{p.entropy:.3g} nats (uniform {math.log(p.count):.3g}), effective size "
+                f"{p.effective_size:.3g}",
+            ),
+            _field("highest", top),
+        ]
+    return lines
+
+
+def _field(label: str, text: str) -> str:
+    return f"  {label:<11}{text}"
+
+
+def _spec_table(s: CheckpointSummary) -> list[str]:
+    header = ("key path", "dtype", "row shape", "bytes/row", "total")
+    rows = [
+        (
+            format_key_path(row.key_path),
+            row.dtype,
+            str(list(row.shape)),
+            str(row.row_bytes),
+            human_bytes(row.total_bytes),
+        )
+        for row in s.spec
+    ]
+    if not rows:
+        return [_field("spec", "none (nothing written yet)")]
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    right = (False, False, False, True, True)  # numbers align right
+
+    def line(cells: tuple[str, ...]) -> str:
+        parts = [
+            cell.rjust(width) if align else cell.ljust(width)
+            for cell, width, align in zip(cells, widths, right, strict=True)
+        ]
+        return "  " + "  ".join(parts).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+def to_json(inspection: Inspection) -> dict[str, Any]:
+    """The inspection as plain JSON-ready data (paths as str, tuples as lists; ``buffers`` a
+    list of summaries, each with its ``name``)."""
+    data: dict[str, Any] = _plain(dataclasses.asdict(inspection))
+    data["buffers"] = [
+        {"name": name, **_plain(dataclasses.asdict(summary))}
+        for name, summary in inspection.buffers
+    ]
+    return data
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value

@@ -79,7 +79,7 @@ def _number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
-def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
     defaults = DemoOptions()
     demo = commands.add_parser(
         "demo",
@@ -157,7 +157,7 @@ def _report(result: DemoResult, options: DemoOptions, seconds: float) -> None:
     print(f"next: bufcore inspect {result.run_dir}")
 
 
-def _add_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_inspect(commands: argparse._SubParsersAction[_Parser]) -> None:
     inspect = commands.add_parser(
         "inspect",
         help="summarize a checkpoint, run or BFM-Zero work directory without loading it",

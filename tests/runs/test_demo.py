@@ -117,7 +117,7 @@ def test_a_directory_with_other_files_is_refused_before_anything_is_written(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match="notes.txt"):
+    with pytest.raises(FileExistsError, match=r"notes\.txt"):
         run_demo(tmp_path, TINY)
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 

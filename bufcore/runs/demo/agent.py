@@ -34,7 +34,7 @@ class BackwardMap:
 
     def __call__(self, windows: torch.Tensor) -> torch.Tensor:
         """``[n, horizon, dim]`` frames -> ``[n, z_dim]``."""
-        return windows.reshape(windows.shape[0], -1) @ self.matrix
+        return torch.mm(windows.reshape(windows.shape[0], -1), self.matrix)
 
 
 def _features(z: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
@@ -81,7 +81,7 @@ class TrackingPolicy:
         error = _features(z, noisy) @ self.weight - (target - noisy)
         loss = error.pow(2).sum(dim=1).mean()
         self._optimizer.zero_grad()
-        loss.backward()
+        torch.autograd.backward(loss)
         self._optimizer.step()
         self._schedule.step()
         return float(loss.detach())
@@ -110,7 +110,7 @@ class ValueFunction:
 
     def step(self, loss: torch.Tensor) -> None:
         self._optimizer.zero_grad()
-        loss.backward()
+        torch.autograd.backward(loss)
         self._optimizer.step()
 
     def state_dict(self) -> dict[str, list[float]]:

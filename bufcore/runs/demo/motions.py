@@ -69,10 +69,11 @@ def _frames(length: int, dim: int, difficulty: float, generator: torch.Generator
     t = torch.arange(length, dtype=torch.float64)[:, None, None]
     # Cycles per frame of the first harmonic: ~200 frames per cycle (easy) to ~25 (hard).
     base = 0.005 + 0.035 * difficulty
-    freq = base * (0.6 + 0.8 * torch.rand(1, dim, _HARMONICS, generator=generator, dtype=torch.float64))
+    shape = (1, dim, _HARMONICS)
+    freq = base * (0.6 + 0.8 * torch.rand(shape, generator=generator, dtype=torch.float64))
     freq = freq * torch.arange(1, _HARMONICS + 1, dtype=torch.float64)
-    phase = 2 * math.pi * torch.rand(1, dim, _HARMONICS, generator=generator, dtype=torch.float64)
-    amplitude = torch.rand(1, dim, _HARMONICS, generator=generator, dtype=torch.float64)
+    phase = 2 * math.pi * torch.rand(shape, generator=generator, dtype=torch.float64)
+    amplitude = torch.rand(shape, generator=generator, dtype=torch.float64)
     amplitude = amplitude / torch.arange(1, _HARMONICS + 1, dtype=torch.float64)
     frames = (amplitude * torch.sin(2 * math.pi * freq * t + phase)).sum(dim=2)
     # A fast, small tremor that grows with difficulty: the part of a motion a short z keeps

@@ -47,8 +47,9 @@ class DemoOptions:
 
     Raises:
         ValueError: a count below its minimum, ``min_length <= seq_length``,
-            ``max_length < min_length``, ``batch_size`` not a multiple of ``seq_length``, a probability
-            outside ``[0, 1]``, or curriculum/TD options that their own classes refuse.
+            ``max_length < min_length``, ``batch_size`` not a multiple of ``seq_length``, a
+            probability outside ``[0, 1]``, or curriculum options :class:`PriorityOptions`
+            refuses.
         TypeError: an option of the wrong type.
     """
 

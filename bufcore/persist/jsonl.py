@@ -93,7 +93,7 @@ class LineAppender:
                 it is longer than :data:`MAX_LINE_BYTES`.
             OSError: the write failed.
         """
-        if line.find(b"\n") != len(line) - 1:
+        if not line.endswith(b"\n") or line.find(b"\n") != len(line) - 1:
             raise ValueError("line: expected bytes ending with their only newline")
         if len(line) - 1 > MAX_LINE_BYTES:
             raise ValueError(
@@ -195,13 +195,16 @@ def read_lines(
 
 def _complete_lines(fd: int, offset: int, max_bytes: int, max_line: int) -> Tail:
     lines: list[Line] = []
+    first_line = 1 if offset == 0 else None
     pending = bytearray()  # the line under way, unless it is too long (then dropped)
     too_long = False
     consumed = position = offset
-    while consumed - offset < max_bytes:
-        block = os.pread(fd, min(_BLOCK, max_bytes), position)
+    while True:
+        # Up to the budget; past it (finishing the line under way) a block at a time.
+        budget_left = offset + max_bytes - position
+        block = os.pread(fd, min(_BLOCK, budget_left) if budget_left > 0 else _BLOCK, position)
         if not block:
-            break
+            return Tail(lines, consumed, first_line=first_line)
         block_start = position
         position += len(block)
         start = 0
@@ -213,9 +216,10 @@ def _complete_lines(fd: int, offset: int, max_bytes: int, max_line: int) -> Tail
             pending.clear()
             too_long = False
             consumed, start = end, newline + 1
+            if consumed - offset >= max_bytes:
+                return Tail(lines, consumed, first_line=first_line)
         if not too_long:
             pending += block[start:]
             if len(pending) > max_line:
                 too_long = True
                 pending.clear()
-    return Tail(lines, consumed, first_line=1 if offset == 0 else None)

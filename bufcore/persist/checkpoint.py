@@ -162,7 +162,18 @@ def _write_files(staging: Path, checkpoint: BufferCheckpoint, names: dict[KeyPat
 
 
 def _write_json(path: Path, data: Any, *, indent: int | None = None) -> None:
-    path.write_text(json.dumps(data, indent=indent) + "\n", encoding="utf-8")
+    """Write ``data`` as strict JSON.
+
+    Raises:
+        ValueError: ``data`` holds a NaN or infinite float: Python would write a ``NaN`` token,
+            which strict JSON readers refuse (bufcore's saved state is finite, so this is a bug
+            to report, not to write).
+    """
+    try:
+        text = json.dumps(data, indent=indent, allow_nan=False)
+    except ValueError as err:
+        raise ValueError(f"{path.name}: {err}; JSON has no NaN or infinity") from err
+    path.write_text(text + "\n", encoding="utf-8")
 
 
 class CheckpointRows:

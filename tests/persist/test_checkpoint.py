@@ -689,3 +689,18 @@ def test_the_stream_hasher_gives_each_block_the_sha256_of_its_bytes(
 def test_an_empty_stream_has_no_blocks_and_one_whole_file_digest() -> None:
     assert StreamHasher(64, 2).result() == ([], 0)
     assert StreamHasher().result() == ([hashlib.sha256(b"").hexdigest()], 0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_save_with_a_non_finite_float_in_its_state_is_refused_and_keeps_the_old_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: float
+) -> None:
+    buffer = DictBuffer(capacity=3, seed=0)
+    buffer.extend({"x": torch.arange(3.0)[:, None]})
+    buffer.save(tmp_path / "ckpt")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()}
+    monkeypatch.setattr(buffer, "_state", lambda: {"broken": [1.0, bad]})
+    with pytest.raises(ValueError, match=r"state\.json: Out of range float values"):
+        buffer.save(tmp_path / "ckpt")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]

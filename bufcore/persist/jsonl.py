@@ -1,0 +1,225 @@
+"""Line files that one process appends to while others tail them (a run's ``metrics.jsonl``).
+
+The bytes only; what a line means is :mod:`bufcore.runs.runlog`'s business.
+
+- :class:`LineAppender` writes each line, newline last, with one ``write`` call on a descriptor
+  opened with ``O_APPEND`` and no buffer in between, so every line reaches the kernel (and any
+  reader) as soon as it is written. A reader may catch a line half copied, but never sees its
+  newline before the rest of it, so "complete" (ends with a newline) means "whole".
+- :func:`read_lines` reads the complete lines from a byte offset on. A trailing line without its
+  newline is left for the next call. One writer per file is assumed.
+
+A new run replaces the file (``fresh=True``): a new, empty file is renamed over the old one, so a
+reader holding an old offset finds the file shorter than that offset, or finds that the byte
+before its offset is not a newline, and :func:`read_lines` reports a restart. A new run that has
+already written past the old offset with a newline exactly at that place goes unnoticed; its first
+line is then read from the middle (and is reported as invalid by the record layer).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bufcore.persist.atomic import publish_file
+
+# A line longer than this (newline excluded) is skipped by readers and refused by writers: a
+# reader must not hold a line that never ends.
+MAX_LINE_BYTES = 16 * 2**20
+# Bytes of complete lines one read_lines call returns, about (it finishes the line it is in).
+MAX_READ_BYTES = 8 * 2**20
+_BLOCK = 2**20
+
+
+class LineAppender:
+    """Appends whole lines to a file, each with one unbuffered ``write``.
+
+    Args:
+        path: The file. Missing parent directories are created.
+        fresh: True: start a new, empty file, replacing any file at ``path`` (renamed over it,
+            so a reader tailing the old one sees a new file). False: append to the file at
+            ``path`` (created if missing); if its last line was torn (no newline, a writer
+            killed mid-line), a newline is written first so the torn line stays one line of its
+            own, which readers report and skip, instead of gluing it to the next.
+
+    Raises:
+        IsADirectoryError: ``path`` is a directory.
+        FileExistsError: a parent of ``path`` is a file.
+    """
+
+    def __init__(self, path: Path, *, fresh: bool) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
+        if fresh:
+            # The descriptor is opened on the staging file, which then becomes ``path``.
+            created: list[int] = []
+
+            def create(staging: Path) -> None:
+                created.append(os.open(staging, flags | os.O_CREAT | os.O_EXCL, 0o666))
+
+            try:
+                publish_file(path, create)
+            except BaseException:
+                for fd in created:
+                    os.close(fd)
+                raise
+            self._fd: int | None = created[0]
+        else:
+            self._fd = os.open(path, flags | os.O_CREAT, 0o666)
+            try:
+                size = os.fstat(self._fd).st_size
+                if size and os.pread(self._fd, 1, size - 1) != b"\n":
+                    self._write(b"\n")
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._fd is None
+
+    def write_line(self, line: bytes) -> None:
+        """Append ``line``, which ends with its only newline.
+
+        On a failed write (a full disk, a file size limit) the bytes of this line that did land
+        are cut off again, so the file ends with the last whole line, as before the call.
+
+        Raises:
+            ValueError: the appender is closed, ``line`` does not end with its only newline, or
+                it is longer than :data:`MAX_LINE_BYTES`.
+            OSError: the write failed.
+        """
+        if not line.endswith(b"\n") or line.find(b"\n") != len(line) - 1:
+            raise ValueError("line: expected bytes ending with their only newline")
+        if len(line) - 1 > MAX_LINE_BYTES:
+            raise ValueError(
+                f"line: {len(line) - 1} bytes is longer than readers accept "
+                f"({MAX_LINE_BYTES} bytes)"
+            )
+        self._write(line)
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: the appender is closed")
+        fd = self._fd
+        view = memoryview(data)
+        written = 0
+        try:
+            # One call writes it all on a local file; the loop covers a short write.
+            while written < len(data):
+                written += os.write(fd, view[written:])
+        except BaseException:
+            if written:
+                # With O_APPEND the position is the end of what this call wrote.
+                os.ftruncate(fd, os.lseek(fd, 0, os.SEEK_CUR) - written)
+            raise
+
+    def close(self) -> None:
+        """fsync and close the file (so the log survives a system crash); idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One complete line: ``[start, end)`` in the file (newline included) and its bytes without
+    the newline, or None when it is longer than the limit and was skipped unread."""
+
+    start: int
+    end: int
+    data: bytes | None
+
+
+@dataclass(frozen=True)
+class Tail:
+    """What :func:`read_lines` found.
+
+    Attributes:
+        lines: The complete lines, in file order.
+        end: The offset after the last complete line (the next call's ``offset``).
+        restarted: The file is shorter than the offset asked for, or the byte before that
+            offset is not a newline: it was replaced (a new run). ``lines`` is empty and
+            ``end`` is 0.
+        first_line: The 1-based line number of ``lines[0]`` when the read started at byte 0,
+            else None (the number of lines before the offset is not known).
+    """
+
+    lines: list[Line] = field(default_factory=list)
+    end: int = 0
+    restarted: bool = False
+    first_line: int | None = None
+
+
+def read_lines(
+    path: Path,
+    offset: int,
+    *,
+    max_bytes: int = MAX_READ_BYTES,
+    max_line: int = MAX_LINE_BYTES,
+) -> Tail:
+    """The complete lines of ``path`` from byte ``offset`` on.
+
+    Reads until about ``max_bytes`` of complete lines are found (the line under way is
+    finished), or the end of the file. A line longer than ``max_line`` bytes is passed over
+    without being held (its ``data`` is None); if the file ends inside it, it is left for a later
+    call like any line still being written. A missing file has no lines (and means a restart if
+    ``offset`` is not 0: the run was removed).
+
+    Raises:
+        ValueError: ``path`` exists but is not a regular file (a directory, a FIFO, ...).
+        OSError: the file cannot be read.
+    """
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked next.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return Tail(restarted=offset > 0)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"path: {path} is not a regular file")
+        if offset > info.st_size or (offset > 0 and os.pread(fd, 1, offset - 1) != b"\n"):
+            return Tail(restarted=True)
+        return _complete_lines(fd, offset, max_bytes, max_line)
+    finally:
+        os.close(fd)
+
+
+def _complete_lines(fd: int, offset: int, max_bytes: int, max_line: int) -> Tail:
+    lines: list[Line] = []
+    first_line = 1 if offset == 0 else None
+    pending = bytearray()  # the line under way, unless it is too long (then dropped)
+    too_long = False
+    consumed = position = offset
+    while True:
+        # Up to the budget; past it (finishing the line under way) a block at a time.
+        budget_left = offset + max_bytes - position
+        block = os.pread(fd, min(_BLOCK, budget_left) if budget_left > 0 else _BLOCK, position)
+        if not block:
+            return Tail(lines, consumed, first_line=first_line)
+        block_start = position
+        position += len(block)
+        start = 0
+        while (newline := block.find(b"\n", start)) != -1:
+            piece = block[start:newline]
+            end = block_start + newline + 1
+            fits = not too_long and len(pending) + len(piece) <= max_line
+            lines.append(Line(consumed, end, bytes(pending + piece) if fits else None))
+            pending.clear()
+            too_long = False
+            consumed, start = end, newline + 1
+            if consumed - offset >= max_bytes:
+                return Tail(lines, consumed, first_line=first_line)
+        if not too_long:
+            pending += block[start:]
+            if len(pending) > max_line:
+                too_long = True
+                pending.clear()

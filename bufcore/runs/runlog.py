@@ -1,0 +1,174 @@
+"""A run's metrics log: :class:`RunLogger` appends records to ``metrics.jsonl``, and
+:func:`read_metrics` tails it.
+
+The record format (fields, the ``nonfinite`` flag and its JSON Pointer paths) is
+:mod:`bufcore.runs.records`'s; the bytes on disk are :mod:`bufcore.persist.jsonl`'s. A training
+loop writes::
+
+    with RunLogger(run_dir) as log:
+        log.log("train", step, {"loss": loss, "td": {"ema": ema}})
+
+and a dashboard polls::
+
+    records, offset = read_metrics(run_dir / "metrics.jsonl", offset)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from bufcore.checks import check_int
+from bufcore.persist.jsonl import MAX_LINE_BYTES, LineAppender, read_lines
+from bufcore.runs.records import decode_record, encode_record
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def _check_path(value: Any, argument: str) -> Path:
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"{argument}: expected a path (str or os.PathLike), got {value!r:.80}")
+    return Path(value)
+
+
+class RunLogger:
+    """Writes a run's ``metrics.jsonl``: one JSON object per line, each written and handed to
+    the operating system before :meth:`log` returns (a reader sees it at once; a crash of this
+    process loses nothing logged).
+
+    Args:
+        run_dir: The run directory; created if missing.
+        clock: Returns the ``time`` of each record (seconds since the epoch by default).
+        fresh: True: start a new ``metrics.jsonl``, replacing an old one (a reader tailing it
+            sees a new run and starts over). False: append to the existing file (a resumed run).
+
+    Raises:
+        TypeError: ``run_dir`` is not a path, ``clock`` not callable or ``fresh`` not a bool.
+        OSError: the directory or file cannot be created (``FileExistsError``: ``run_dir`` is a
+            file; ``IsADirectoryError``: ``metrics.jsonl`` is a directory).
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        fresh: bool = True,
+    ) -> None:
+        directory = _check_path(run_dir, "run_dir")
+        if not callable(clock):
+            raise TypeError(f"clock: expected a callable returning seconds, got {clock!r:.80}")
+        if not isinstance(fresh, bool):
+            raise TypeError(f"fresh: expected a bool, got {fresh!r:.80}")
+        self._clock = clock
+        self._appender = LineAppender(directory / METRICS_FILE, fresh=fresh)
+
+    @property
+    def path(self) -> Path:
+        """The ``metrics.jsonl`` file."""
+        return self._appender.path
+
+    def log(self, kind: str, step: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """Append ``{"step": step, "time": clock(), "kind": kind, **metrics}`` as one line.
+
+        Metrics keep their order. The whole record is checked and encoded before a byte is
+        written: after an error the file is as before.
+
+        Args:
+            kind: What the record is (``"train"``, ``"eval"``, ...): an ASCII identifier.
+            step: The training step, an int >= 0.
+            metrics: str keys (not ``step``, ``time``, ``kind`` or ``nonfinite``) to None, bool,
+                int, float, str, nested mappings, lists or tuples of those, numpy scalars, or
+                numpy arrays and torch tensors with at most one dimension and 4096 elements
+                (written as lists). Non-finite floats are written as null and named in the
+                record's ``nonfinite`` object.
+
+        Returns:
+            The record as written (JSON data: tuples and arrays as lists, non-finite floats as
+            None, plus ``nonfinite`` where there were any).
+
+        Raises:
+            TypeError: an argument or value of the wrong kind; the message names the key path
+                (``metrics['td']['ema']``) and the type.
+            ValueError: ``kind`` not an identifier, ``step`` negative, a reserved key, an int
+                beyond 64 bits, an array of more than one dimension or 4096 elements, nesting
+                deeper than 32 levels, a record longer than 16 MiB, a non-finite ``clock()``,
+                or the logger is closed.
+            OSError: the write failed (the part written is removed again).
+        """
+        if self._appender.closed:
+            raise ValueError(f"{self.path}: the logger is closed")
+        record = encode_record(kind, step, self._clock(), metrics)
+        line = json.dumps(record, allow_nan=False).encode("ascii") + b"\n"
+        self._appender.write_line(line)
+        return record
+
+    def close(self) -> None:
+        """Close the file (fsynced first); idempotent."""
+        self._appender.close()
+
+    def __enter__(self) -> RunLogger:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._appender.closed else "open"
+        return f"RunLogger({str(self.path)!r}, {state})"
+
+
+def read_metrics(
+    path: str | os.PathLike[str], offset: int = 0, *, problems: list[str] | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The complete, valid records of a ``metrics.jsonl`` from byte ``offset`` on.
+
+    Call it again with the offset it returned to get the records written since. A last line
+    still being written (no newline yet) is left for a later call. One call reads about 8 MiB
+    of lines at most; the next continues.
+
+    A new run (the file was replaced: it is shorter than ``offset``, or ``offset`` does not
+    follow a line end) or a removed file gives ``([], 0)``: drop the records read so far and
+    call again from 0. ``[], 0`` is also what a file not yet created gives.
+
+    Records come back as written, with non-finite floats back in place of their nulls and the
+    ``nonfinite`` object removed. A complete line that is not a valid record (not UTF-8 strict
+    JSON, not an object, ``step``/``time``/``kind`` missing or malformed, longer than 16 MiB) is
+    skipped, and described (file, byte offset, line number when the read started at 0, why)
+    in ``problems`` if given, else in a ``RuntimeWarning``.
+
+    Raises:
+        TypeError: ``path`` is not a path, ``offset`` not an int or ``problems`` not a list.
+        ValueError: ``offset`` is negative, or ``path`` is not a regular file.
+        OSError: the file exists but cannot be read.
+    """
+    file = _check_path(path, "path")
+    offset = check_int(offset, "offset", minimum=0)
+    if problems is not None and not isinstance(problems, list):
+        raise TypeError(f"problems: expected a list or None, got {type(problems).__name__}")
+    tail = read_lines(file, offset)
+    records = []
+    for number, line in enumerate(tail.lines):
+        try:
+            if line.data is None:
+                raise ValueError(f"longer than {MAX_LINE_BYTES} bytes")
+            records.append(decode_record(line.data))
+        except ValueError as err:
+            counted = "" if tail.first_line is None else f" (line {tail.first_line + number})"
+            problem = f"{file}: byte {line.start}{counted}: {err}; skipped"
+            if problems is None:
+                warnings.warn(problem, RuntimeWarning, stacklevel=2)
+            else:
+                problems.append(problem)
+    return records, tail.end

@@ -19,6 +19,7 @@ from bufcore.curriculum.priorities import emd_to_priorities
 from bufcore.curriculum.transport import emd
 from bufcore.errors import CorruptCheckpointError, CorruptFileError, KeyPathError, StateError
 from bufcore.persist.episodes import load_episode_based_h5, save_episodes
+from bufcore.runs.runlog import RunLogger, read_metrics
 from bufcore.sampling.boundaries import find_start_stop_traj
 from bufcore.stats.td_ema import TDStatsEMA
 from bufcore.stats.td_weighting import TDWeighting, build_weights, compute_td_errors
@@ -29,6 +30,7 @@ __all__ = [
     "Curriculum",
     "DictBuffer",
     "KeyPathError",
+    "RunLogger",
     "Round",
     "StateError",
     "TDStatsEMA",
@@ -44,6 +46,7 @@ __all__ = [
     "load_buffer",
     "load_episode_based_h5",
     "load_expert_trajectories",
+    "read_metrics",
     "save_episodes",
 ]
 __version__ = "0.1.0"

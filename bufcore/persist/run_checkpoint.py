@@ -27,8 +27,12 @@ from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.atomic import publish_directory
 from bufcore.persist.checkpoint import replaceable_checkpoint
 from bufcore.persist.manifest import parse_json
+from bufcore.persist.snapshot import CheckpointSnapshot
 from bufcore.persist.syscalls import fsync_path
 
+# A run directory's layout: RUN/metrics.jsonl and RUN/checkpoint/{run.json, buffers/<name>/}.
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINT_DIR = "checkpoint"
 RUN_FORMAT = "bufcore-run-checkpoint"
 RUN_VERSION = 1
 RUN_STATE = "run.json"
@@ -104,20 +108,23 @@ def replaceable_run_checkpoint(path: Path) -> bool:
 
 
 def read_run_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The ``run.json`` of the run checkpoint at ``path`` (format and version checked).
+    """The ``run.json`` of the run checkpoint directory ``path``, format and version checked.
+
+    It is read through the directory handle as checkpoint files are (no symbolic link is
+    followed, a FIFO is refused).
 
     Raises:
-        FileNotFoundError: there is no ``run.json``.
-        CorruptCheckpointError: it is not a JSON object of this format and version.
+        FileNotFoundError: ``path`` is not a directory.
+        CorruptCheckpointError: ``run.json`` is missing, not a regular file, not a JSON object,
+            or of another format or version (the message names the field).
     """
-    file = Path(path) / RUN_STATE
-    state = parse_json(file.read_bytes(), file)
-    if state.get("format") != RUN_FORMAT:
-        raise CorruptCheckpointError(
-            file, f"'format': expected {RUN_FORMAT!r}, got {state.get('format')!r}"
-        )
-    if state.get("version") != RUN_VERSION:
-        raise CorruptCheckpointError(
-            file, f"'version': expected {RUN_VERSION}, got {state.get('version')!r}"
-        )
+    with CheckpointSnapshot(Path(path)) as snapshot:
+        where = snapshot.path / RUN_STATE
+        state = parse_json(snapshot.read(RUN_STATE), where)
+    for field, expected in (("format", RUN_FORMAT), ("version", RUN_VERSION)):
+        found = state.get(field)
+        if found != expected or isinstance(found, bool):
+            raise CorruptCheckpointError(
+                where, f"run[{field!r}]: expected {expected!r}, got {found!r:.80}"
+            )
     return state

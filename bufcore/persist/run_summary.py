@@ -28,13 +28,9 @@ from typing import Any
 from bufcore.curriculum.history import options_from_state, rounds_from_state
 from bufcore.errors import CorruptCheckpointError, CorruptFileError, StateError
 from bufcore.fields import Field
-from bufcore.persist.manifest import parse_json
+from bufcore.persist.run_checkpoint import METRICS_FILE, RUN_STATE, read_run_state
 from bufcore.persist.snapshot import CheckpointSnapshot
 
-RUN_FILE = "run.json"
-RUN_FORMAT = "bufcore-run-checkpoint"
-RUN_VERSION = 1
-METRICS_FILE = "metrics.jsonl"
 _READ_BYTES = 1 << 20
 # A metrics record longer than this is not one the run log writes.
 _MAX_RECORD_BYTES = 16 << 20
@@ -123,9 +119,8 @@ def summarize_run_checkpoint(checkpoint: str | os.PathLike[str]) -> RunCheckpoin
         CorruptCheckpointError: run.json is missing, not a regular file, not JSON, of another
             format or version, or a field it reports is malformed (names the file and field).
     """
-    with CheckpointSnapshot(Path(checkpoint)) as snapshot:
-        where = snapshot.path / RUN_FILE
-        data = parse_json(snapshot.read(RUN_FILE), where)
+    data = read_run_state(checkpoint)
+    where = Path(checkpoint).absolute() / RUN_STATE
     try:
         return _run_summary(where, Field(data, "run", part="state"))
     except StateError as err:
@@ -133,12 +128,6 @@ def summarize_run_checkpoint(checkpoint: str | os.PathLike[str]) -> RunCheckpoin
 
 
 def _run_summary(where: Path, run: Field) -> RunCheckpointSummary:
-    found = run.key("format")
-    if found.value != RUN_FORMAT:
-        raise found.error(f"expected {RUN_FORMAT!r}, got {found.value!r:.80}")
-    version = run.key("version")
-    if version.value != RUN_VERSION or isinstance(version.value, bool):
-        raise version.error(f"this bufcore reads version {RUN_VERSION}, got {version.value!r:.80}")
     options = run.optional("options", {})
     options.mapping()
     curriculum = run.optional("curriculum", None)

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bufcore.persist.manifest import CONFIG, MANIFEST, PAYLOAD
+from bufcore.persist.run_checkpoint import BUFFERS, CHECKPOINT_DIR, METRICS_FILE, RUN_STATE
 from bufcore.persist.run_summary import (
-    METRICS_FILE,
-    RUN_FILE,
     MetricsSummary,
     RunCheckpointSummary,
     summarize_metrics,
@@ -35,8 +34,6 @@ from bufcore.persist.run_summary import (
 from bufcore.persist.summary import CheckpointSummary, summarize_checkpoint
 from bufcore.tree import format_key_path
 
-CHECKPOINT_DIR = "checkpoint"
-BUFFERS_DIR = "buffers"
 _WHAT = (
     "expected a buffer checkpoint (config.json), a run directory (metrics.jsonl or "
     "checkpoint/), a run checkpoint (run.json or buffers/) or a BFM-Zero work directory "
@@ -111,15 +108,15 @@ def _exists(path: Path) -> bool:
 
 
 def _is_run_checkpoint(path: Path) -> bool:
-    return _exists(path / RUN_FILE) or (path / BUFFERS_DIR).is_dir()
+    return _exists(path / RUN_STATE) or (path / BUFFERS).is_dir()
 
 
 def _checkpoint(
     checkpoint: Path, verify: bool
 ) -> tuple[tuple[tuple[str, CheckpointSummary], ...], RunCheckpointSummary | None]:
     """The buffers under ``checkpoint/buffers/`` and run.json's summary."""
-    run = summarize_run_checkpoint(checkpoint) if _exists(checkpoint / RUN_FILE) else None
-    folder = checkpoint / BUFFERS_DIR
+    run = summarize_run_checkpoint(checkpoint) if _exists(checkpoint / RUN_STATE) else None
+    folder = checkpoint / BUFFERS
     names = sorted(
         entry.name
         for entry in (folder.iterdir() if folder.is_dir() else ())

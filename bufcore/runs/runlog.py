@@ -26,9 +26,8 @@ from typing import Any
 
 from bufcore.checks import check_int
 from bufcore.persist.jsonl import MAX_LINE_BYTES, LineAppender, read_lines
+from bufcore.persist.run_checkpoint import METRICS_FILE
 from bufcore.runs.records import decode_record, encode_record
-
-METRICS_FILE = "metrics.jsonl"
 
 
 def _check_path(value: Any, argument: str) -> Path:

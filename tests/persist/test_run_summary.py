@@ -71,7 +71,7 @@ def test_a_run_without_curriculum_or_td_ema_reports_none(tmp_path: Path) -> None
     ("change", "problem"),
     [
         ({"format": "something-else"}, r"run\['format'\]: expected 'bufcore-run-checkpoint'"),
-        ({"version": 2}, r"run\['version'\]: this bufcore reads version 1, got 2"),
+        ({"version": 2}, r"run\['version'\]: expected 1, got 2"),
         ({"version": True}, r"run\['version'\]"),
         ({"step": -1}, r"run\['step'\]"),
         ({"seed": "x"}, r"run\['seed'\]: expected an int or null"),

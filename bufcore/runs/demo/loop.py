@@ -38,7 +38,7 @@ from bufcore.buffers.zbuffer import ZBuffer
 from bufcore.curriculum.curriculum import Curriculum
 from bufcore.curriculum.transport import emd
 from bufcore.persist.episodes import save_episodes, write_motion_list
-from bufcore.persist.run_checkpoint import save_run_checkpoint
+from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, METRICS_FILE, save_run_checkpoint
 from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy, ValueFunction
 from bufcore.runs.demo.env import MotionBank, TrackingEnvs, track_all
 from bufcore.runs.demo.motions import Motion, make_motions
@@ -50,8 +50,6 @@ from bufcore.stats.td_weighting import TDWeighting
 
 MOTIONS_DIR = "motions"
 MOTION_LIST = "motions.txt"
-CHECKPOINT_DIR = "checkpoint"
-METRICS_FILE = "metrics.jsonl"
 MOTIONS_PER_FILE = 8
 # Env steps between buffer-statistics records.
 BUFFER_EVERY = 25

@@ -202,3 +202,17 @@ def test_the_run_does_not_depend_on_the_global_torch_seed(tmp_path: Path) -> Non
     torch.manual_seed(2)
     run_demo(tmp_path / "b", TINY)
     assert without_time(tmp_path / "a") == without_time(tmp_path / "b")
+
+
+def test_buffer_records_follow_the_ring_as_it_fills_and_wraps(small_run: DemoResult) -> None:
+    buffers = [r for r in records(small_run.run_dir) if r["kind"] == "buffer"]
+    capacity = SMALL.capacity
+    for record in buffers:
+        step, train = record["step"], record["train"]
+        assert train["len"] == min(step, capacity)
+        assert train["cursor"] == step % capacity
+        assert train["full"] == (step >= capacity)
+        assert train["wraps"] == step // capacity
+        assert train["transitions"] == train["len"] * SMALL.envs
+        assert 0 < train["samplable_trajectories"] <= train["trajectories"]
+    assert buffers[-1]["step"] == SMALL.steps

@@ -283,7 +283,7 @@ class _Loop:
         if step % options.update_every == 0 and step > options.seq_length:
             logger.log("train", step, {**self.update(), "reward_mean": rows.reward_mean})
         if step % BUFFER_EVERY == 0 or step == options.steps:
-            logger.log("buffer", step, self.buffer_record())
+            logger.log("buffer", step, self.buffer_record(step))
         if step % options.eval_every == 0 or step == options.steps:
             logger.log("eval", step, self.evaluate(step))
             rounds = len(self.mean_emd)
@@ -323,21 +323,29 @@ class _Loop:
             **{name: float(v) for name, v in metrics.items()},
         }
 
-    def buffer_record(self) -> dict[str, Any]:
-        online, table = self.online, self.online.trajectories()
-        lengths = table.lengths if hasattr(table, "lengths") else None
-        del lengths
+    def buffer_record(self, step: int) -> dict[str, Any]:
+        """Occupancy of the online and z buffers, and the online trajectories' lengths."""
+        online, options = self.online, self.options
+        lengths = online.trajectories().lengths
+        need = options.seq_length + 1  # a window and the row after it
         return {
             "train": {
                 "len": len(online),
                 "capacity": online.capacity,
                 "cursor": online.cursor,
                 "full": online.is_full,
+                "wraps": step // online.capacity,
                 "transitions": online.size(),
+                "trajectories": int(lengths.numel()),
+                "mean_length": float(lengths.double().mean()),
+                "samplable_trajectories": int((lengths >= need).sum()),
                 "episodes_finished": self.episodes,
             },
-            "z": {"len": len(self.zbuffer), "capacity": self.zbuffer.capacity,
-                  "full": self.zbuffer.is_full},
+            "z": {
+                "len": len(self.zbuffer),
+                "capacity": self.zbuffer.capacity,
+                "full": self.zbuffer.is_full,
+            },
         }
 
     def evaluate(self, step: int) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from setuptools import find_namespace_packages
+from setuptools.config.pyprojecttoml import read_configuration
 
 import bufcore
 
@@ -13,7 +13,7 @@ ROOT = Path(bufcore.__file__).parent.parent
 
 
 def test_the_package_pattern_selects_every_bufcore_package() -> None:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    config = read_configuration(ROOT / "pyproject.toml", expand=False)
     include = config["tool"]["setuptools"]["packages"]["find"]["include"]
     shipped = set(find_namespace_packages(where=str(ROOT), include=include))
     on_disk = {

@@ -202,3 +202,9 @@ def test_the_run_does_not_depend_on_the_global_torch_seed(tmp_path: Path) -> Non
     torch.manual_seed(2)
     run_demo(tmp_path / "b", TINY)
     assert without_time(tmp_path / "a") == without_time(tmp_path / "b")
+
+
+def test_the_last_step_logs_a_buffer_record_off_the_buffer_interval(tmp_path: Path) -> None:
+    run_demo(tmp_path / "run", TINY)  # 60 steps: buffer records every 25, and at 60
+    steps = [r["step"] for r in records(tmp_path / "run") if r["kind"] == "buffer"]
+    assert steps == [25, 50, 60]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,17 @@ def test_help_shows_an_example(command: tuple[str, ...]) -> None:
     result = bufcore(*command, "--help")
     assert result.returncode == 0
     assert "examples:\n  bufcore demo --out runs/demo" in result.stdout
+
+
+def test_every_demo_flag_reaches_the_options_the_run_logs(tmp_path: Path) -> None:
+    flags = {"seed": "3", "mode": "bin", "min-val": "0.4", "max-val": "1.5", "scale": "3",
+             "live": "0.5"}
+    args = [part for name, value in flags.items() for part in (f"--{name}", value)]
+    result = bufcore("demo", "--out", str(tmp_path / "run"), *SMALL_DEMO, *args, "--quiet")
+    assert result.returncode == 0, result.stderr
+    first = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    options = first["options"]
+    assert (options["seed"], options["mode"], options["min_val"], options["max_val"],
+            options["scale"], options["live_seconds"]) == (3, "bin", 0.4, 1.5, 3.0, 0.5)
+    assert (options["steps"], options["motions"], options["envs"], options["capacity"],
+            options["eval_every"]) == (60, 3, 4, 30, 30)

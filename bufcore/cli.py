@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -180,6 +181,8 @@ def _inspect(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(inspection), indent=2))
     else:
         print("\n".join(render(inspection)))
+    # A reader that closed the pipe is found here, inside main's handlers, not at exit.
+    sys.stdout.flush()
     return 0
 
 
@@ -205,6 +208,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         if args.command == "inspect":
             return _inspect(args)
+    except BrokenPipeError:
+        # The reader went away (``bufcore inspect RUN | head``): not an input error, and
+        # nothing more can be printed; devnull keeps the exit-time flush from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # what a shell reports for a program ended by SIGPIPE
     except INPUT_ERRORS as err:
         # One line, whatever a file name or message holds.
         message = str(err).replace("\n", "\\n").replace("\r", "\\r")

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from bufcore import load_buffer
+from bufcore import DictBuffer, load_buffer
 
 # A demo small enough for a subprocess test.
 SMALL_DEMO = (
@@ -111,3 +112,21 @@ def test_every_demo_flag_reaches_the_options_the_run_logs(tmp_path: Path) -> Non
             options["scale"], options["live_seconds"]) == (3, "bin", 0.4, 1.5, 3.0, 0.5)
     assert (options["steps"], options["motions"], options["envs"], options["capacity"],
             options["eval_every"]) == (60, 3, 4, 30, 30)
+
+
+@pytest.mark.parametrize("output", [(), ("--json",)], ids=["text", "json"])
+def test_inspect_into_a_closed_pipe_prints_no_error_and_exits_141(
+    tmp_path: Path, output: tuple[str, ...]
+) -> None:
+    buffer = DictBuffer(capacity=4)
+    buffer.extend({"obs": torch.zeros(2, 3)})
+    buffer.save(tmp_path / "ckpt")
+    # The reader closes its end before the command (still importing torch) writes anything.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bufcore.cli", "inspect", str(tmp_path / "ckpt"), *output],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None
+    process.stdout.close()
+    _, stderr = process.communicate(timeout=300)
+    assert (process.returncode, stderr) == (141, "")

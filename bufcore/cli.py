@@ -8,8 +8,8 @@ problem, 2 for a usage error), never a traceback; ``--help`` shows an example.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -210,8 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _inspect(args)
     except BrokenPipeError:
         # The reader went away (``bufcore inspect RUN | head``): not an input error, and
-        # nothing more can be printed; devnull keeps the exit-time flush from failing again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # nothing more can be printed; closing stdout keeps the exit-time flush from failing.
+        with contextlib.suppress(BrokenPipeError):
+            sys.stdout.close()
         return 141  # what a shell reports for a program ended by SIGPIPE
     except INPUT_ERRORS as err:
         # One line, whatever a file name or message holds.

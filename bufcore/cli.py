@@ -8,6 +8,7 @@ problem, 2 for a usage error), never a traceback; ``--help`` shows an example.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -180,6 +181,8 @@ def _inspect(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(inspection), indent=2))
     else:
         print("\n".join(render(inspection)))
+    # A reader that closed the pipe is found here, inside main's handlers, not at exit.
+    sys.stdout.flush()
     return 0
 
 
@@ -205,6 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         if args.command == "inspect":
             return _inspect(args)
+    except BrokenPipeError:
+        # The reader went away (``bufcore inspect RUN | head``): not an input error, and
+        # nothing more can be printed; closing stdout keeps the exit-time flush from failing.
+        with contextlib.suppress(BrokenPipeError):
+            sys.stdout.close()
+        return 141  # what a shell reports for a program ended by SIGPIPE
     except INPUT_ERRORS as err:
         # One line, whatever a file name or message holds.
         message = str(err).replace("\n", "\\n").replace("\r", "\\r")

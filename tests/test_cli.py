@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from bufcore import load_buffer
+from bufcore import DictBuffer, load_buffer
 
 # A demo small enough for a subprocess test.
 SMALL_DEMO = (
@@ -96,3 +98,35 @@ def test_help_shows_an_example(command: tuple[str, ...]) -> None:
     result = bufcore(*command, "--help")
     assert result.returncode == 0
     assert "examples:\n  bufcore demo --out runs/demo" in result.stdout
+
+
+def test_every_demo_flag_reaches_the_options_the_run_logs(tmp_path: Path) -> None:
+    flags = {"seed": "3", "mode": "bin", "min-val": "0.4", "max-val": "1.5", "scale": "3",
+             "live": "0.5"}
+    args = [part for name, value in flags.items() for part in (f"--{name}", value)]
+    result = bufcore("demo", "--out", str(tmp_path / "run"), *SMALL_DEMO, *args, "--quiet")
+    assert result.returncode == 0, result.stderr
+    first = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    options = first["options"]
+    assert (options["seed"], options["mode"], options["min_val"], options["max_val"],
+            options["scale"], options["live_seconds"]) == (3, "bin", 0.4, 1.5, 3.0, 0.5)
+    assert (options["steps"], options["motions"], options["envs"], options["capacity"],
+            options["eval_every"]) == (60, 3, 4, 30, 30)
+
+
+@pytest.mark.parametrize("output", [(), ("--json",)], ids=["text", "json"])
+def test_inspect_into_a_closed_pipe_prints_no_error_and_exits_141(
+    tmp_path: Path, output: tuple[str, ...]
+) -> None:
+    buffer = DictBuffer(capacity=4)
+    buffer.extend({"obs": torch.zeros(2, 3)})
+    buffer.save(tmp_path / "ckpt")
+    # The reader closes its end before the command (still importing torch) writes anything.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bufcore.cli", "inspect", str(tmp_path / "ckpt"), *output],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None
+    process.stdout.close()
+    _, stderr = process.communicate(timeout=300)
+    assert (process.returncode, stderr) == (141, "")

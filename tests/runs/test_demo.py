@@ -216,3 +216,30 @@ def test_buffer_records_follow_the_ring_as_it_fills_and_wraps(small_run: DemoRes
         assert train["transitions"] == train["len"] * SMALL.envs
         assert 0 < train["samplable_trajectories"] <= train["trajectories"]
     assert buffers[-1]["step"] == SMALL.steps
+
+
+def test_the_last_step_logs_a_buffer_record_off_the_buffer_interval(tmp_path: Path) -> None:
+    run_demo(tmp_path / "run", TINY)  # 60 steps: buffer records every 25, and at 60
+    steps = [r["step"] for r in records(tmp_path / "run") if r["kind"] == "buffer"]
+    assert steps == [25, 50, 60]
+
+
+def test_each_eval_record_reports_the_entropy_and_effective_size_of_its_probabilities(
+    small_run: DemoResult,
+) -> None:
+    for record in (r for r in records(small_run.run_dir) if r["kind"] == "eval"):
+        p = torch.tensor(record["probability"], dtype=torch.float64)
+        assert record["entropy"] == pytest.approx(float(-(p * p.log()).sum()))
+        assert record["effective_motions"] == pytest.approx(float(1 / p.pow(2).sum()))
+
+
+def test_the_last_buffer_record_matches_the_saved_buffers(small_run: DemoResult) -> None:
+    last = [r for r in records(small_run.run_dir) if r["kind"] == "buffer"][-1]
+    buffers = small_run.run_dir / "checkpoint" / "buffers"
+    train, z = load_buffer(buffers / "train"), load_buffer(buffers / "z")
+    assert last["step"] == SMALL.steps
+    assert {k: last["train"][k] for k in ("len", "capacity", "cursor", "full")} == {
+        "len": len(train), "capacity": train.capacity, "cursor": train.cursor,
+        "full": train.is_full,
+    }
+    assert last["z"] == {"len": len(z), "capacity": z.capacity, "full": z.is_full}

@@ -37,20 +37,17 @@ from bufcore.buffers.online import TrajectoryDictBufferMultiDim
 from bufcore.buffers.zbuffer import ZBuffer
 from bufcore.curriculum.curriculum import Curriculum
 from bufcore.curriculum.transport import emd
-from bufcore.persist.episodes import save_episodes, write_motion_list
-from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, METRICS_FILE, save_run_checkpoint
+from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, save_run_checkpoint
 from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy, ValueFunction
 from bufcore.runs.demo.env import MotionBank, TrackingEnvs, track_all
 from bufcore.runs.demo.motions import Motion, make_motions
 from bufcore.runs.demo.options import DemoOptions
 from bufcore.runs.demo.progress import Progress
+from bufcore.runs.demo.rundir import MOTIONS_DIR, check_run_dir, write_motions
 from bufcore.runs.runlog import RunLogger
 from bufcore.stats.td_ema import TDStatsEMA
 from bufcore.stats.td_weighting import TDWeighting
 
-MOTIONS_DIR = "motions"
-MOTION_LIST = "motions.txt"
-MOTIONS_PER_FILE = 8
 # Env steps between buffer-statistics records.
 BUFFER_EVERY = 25
 _SEEDS = ("motions", "backward", "policy", "envs", "buffers", "z")
@@ -73,30 +70,6 @@ class DemoResult:
     last_priority: dict[int, float]
 
 
-def check_run_dir(run: Path) -> None:
-    """Refuse a directory a demo run would overwrite user files in.
-
-    Raises:
-        NotADirectoryError: ``run`` exists and is not a directory.
-        FileExistsError: it holds an entry a demo run does not write.
-    """
-    if not run.exists():
-        return
-    if not run.is_dir():
-        raise NotADirectoryError(f"{run}: not a directory")
-    ours = {METRICS_FILE, MOTIONS_DIR, CHECKPOINT_DIR}
-    # A save killed halfway leaves its staging entry, which the next save removes.
-    foreign = sorted(
-        e.name for e in run.iterdir() if e.name not in ours and not e.name.startswith(".")
-    )
-    if foreign:
-        raise FileExistsError(
-            f"{run}: holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, which "
-            "a demo run does not write; choose an empty or new directory (or a previous demo "
-            "run's) with --out"
-        )
-
-
 def _seeds(seed: int) -> dict[str, int]:
     master = torch.Generator().manual_seed(seed)
     values = torch.randint(0, 2**62, (len(_SEEDS),), generator=master).tolist()
@@ -105,28 +78,6 @@ def _seeds(seed: int) -> dict[str, int]:
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def write_motions(directory: Path, motions: list[Motion]) -> Path:
-    """Write the motions as episode files plus a motion list; returns the list's path."""
-    directory.mkdir(parents=True, exist_ok=True)
-    names = []
-    for first in range(0, len(motions), MOTIONS_PER_FILE):
-        part = motions[first : first + MOTIONS_PER_FILE]
-        name = f"motions_{first // MOTIONS_PER_FILE:03d}.h5"
-        save_episodes(
-            directory / name,
-            [
-                {
-                    "observation": {"state": m.frames.numpy()},
-                    "motion_id": torch.full((m.frames.shape[0],), m.motion_id).numpy(),
-                }
-                for m in part
-            ],
-        )
-        names.append(name)
-    write_motion_list(directory / MOTION_LIST, names)
-    return directory / MOTION_LIST
 
 
 def run_demo(
@@ -148,8 +99,8 @@ def run_demo(
 
     Raises:
         FileExistsError: ``run_dir`` holds anything but a previous demo run's ``metrics.jsonl``,
-            ``motions/`` and ``checkpoint/`` (nothing is written then), or its ``checkpoint``
-            is not a run checkpoint.
+            ``motions/`` and ``checkpoint/`` (see :func:`check_run_dir`); nothing is written
+            then.
         NotADirectoryError: ``run_dir`` is a file.
     """
     run = Path(run_dir)
@@ -269,7 +220,6 @@ class _Loop:
         self.bank, self.envs, self.generator = bank, envs, generator
         self.mean_emd: list[float] = []
         self.episodes = 0
-        self.updates = 0
 
     def status(self) -> str:
         last = f"mean EMD {self.mean_emd[-1]:.3f}" if self.mean_emd else "no eval yet"
@@ -316,7 +266,6 @@ class _Loop:
         value_loss = (weights * td.pow(2)).sum() / mask.sum()
         self.value.step(value_loss)
         metrics = self.weighting.update(td.detach(), mask)
-        self.updates += 1
         return {
             "policy_loss": policy_loss,
             "value_loss": float(value_loss.detach()),

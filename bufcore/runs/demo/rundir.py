@@ -1,0 +1,104 @@
+"""The demo's run directory: which directories a demo run may write into, and its motion files.
+
+A demo run writes ``metrics.jsonl``, ``motions/`` and ``checkpoint/`` and replaces them when
+they are a previous demo run's. Everything is checked before the first byte is written, so a
+refused directory is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from bufcore.persist.episodes import save_episodes, write_motion_list
+from bufcore.persist.run_checkpoint import (
+    CHECKPOINT_DIR,
+    METRICS_FILE,
+    replaceable_run_checkpoint,
+)
+from bufcore.runs.demo.motions import Motion
+
+MOTIONS_DIR = "motions"
+MOTION_LIST = "motions.txt"
+MOTIONS_PER_FILE = 8
+# The names write_motions gives its files (the number grows past three digits if it must).
+_MOTION_FILE = re.compile(r"motions_[0-9]{3,}\.h5")
+
+
+def check_run_dir(run: Path) -> None:
+    """Refuse a directory a demo run would overwrite anything but a previous demo run in.
+
+    Raises:
+        NotADirectoryError: ``run`` exists and is not a directory.
+        FileExistsError: it holds an entry a demo run does not write, or one of the demo's
+            names holds something else: ``metrics.jsonl`` not a regular file, ``motions/``
+            not a directory of motion files and ``motions.txt``, ``checkpoint/`` not a run
+            checkpoint (or a symbolic link in place of any of them).
+    """
+    if not run.exists():
+        return
+    if not run.is_dir():
+        raise NotADirectoryError(f"{run}: not a directory")
+    ours = {METRICS_FILE, MOTIONS_DIR, CHECKPOINT_DIR}
+    # A save killed halfway leaves its staging entry, which the next save removes.
+    foreign = sorted(
+        e.name for e in run.iterdir() if e.name not in ours and not e.name.startswith(".")
+    )
+    if foreign:
+        raise FileExistsError(
+            f"{run}: holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, which "
+            "a demo run does not write; choose an empty or new directory (or a previous demo "
+            "run's) with --out"
+        )
+    for name, ok in (
+        (METRICS_FILE, _is_file),
+        (MOTIONS_DIR, _is_motions_dir),
+        (CHECKPOINT_DIR, _is_run_checkpoint),
+    ):
+        entry = run / name
+        if (entry.is_symlink() or entry.exists()) and not ok(entry):
+            raise FileExistsError(
+                f"{entry}: not what a demo run writes there; choose an empty or new directory "
+                "(or a previous demo run's) with --out"
+            )
+
+
+def _is_file(path: Path) -> bool:
+    return not path.is_symlink() and path.is_file()
+
+
+def _is_motions_dir(path: Path) -> bool:
+    if path.is_symlink() or not path.is_dir():
+        return False
+    return all(
+        _is_file(e) and (e.name == MOTION_LIST or _MOTION_FILE.fullmatch(e.name) is not None)
+        for e in path.iterdir()
+    )
+
+
+def _is_run_checkpoint(path: Path) -> bool:
+    return not path.is_symlink() and path.is_dir() and replaceable_run_checkpoint(path)
+
+
+def write_motions(directory: Path, motions: list[Motion]) -> Path:
+    """Write the motions as episode files plus a motion list; returns the list's path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    names = []
+    for first in range(0, len(motions), MOTIONS_PER_FILE):
+        part = motions[first : first + MOTIONS_PER_FILE]
+        name = f"motions_{first // MOTIONS_PER_FILE:03d}.h5"
+        save_episodes(
+            directory / name,
+            [
+                {
+                    "observation": {"state": m.frames.numpy()},
+                    "motion_id": torch.full((m.frames.shape[0],), m.motion_id).numpy(),
+                }
+                for m in part
+            ],
+        )
+        names.append(name)
+    write_motion_list(directory / MOTION_LIST, names)
+    return directory / MOTION_LIST

@@ -1,0 +1,77 @@
+"""The demo's run directory: anything that is not a previous demo run's is refused up front."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bufcore.runs.demo import DemoOptions, run_demo
+
+TINY = DemoOptions(
+    steps=60, motions=3, envs=4, capacity=30, z_capacity=64, eval_every=30, min_length=12,
+    max_length=30, batch_size=64,
+)
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every entry under ``root``: a file's bytes, None for a directory."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def _foreign_checkpoint(run: Path) -> None:
+    (run / "checkpoint").mkdir()
+    (run / "checkpoint" / "notes.txt").write_text("mine")
+
+
+def _metrics_directory(run: Path) -> None:
+    (run / "metrics.jsonl").mkdir()
+    (run / "metrics.jsonl" / "part-0").write_text("mine")
+
+
+def _foreign_motions(run: Path) -> None:
+    (run / "motions").mkdir()
+    (run / "motions" / "walk.h5").write_bytes(b"my motion data")
+
+
+def _motions_file(run: Path) -> None:
+    (run / "motions").write_text("mine")
+
+
+def _metrics_link(run: Path) -> None:
+    (run / ".elsewhere").write_text("mine")
+    (run / "metrics.jsonl").symlink_to(run / ".elsewhere")
+
+
+@pytest.mark.parametrize(
+    ("make", "entry"),
+    [
+        (_foreign_checkpoint, "checkpoint"),
+        (_metrics_directory, "metrics.jsonl"),
+        (_foreign_motions, "motions"),
+        (_motions_file, "motions"),
+        (_metrics_link, "metrics.jsonl"),
+    ],
+    ids=["checkpoint-not-a-run-checkpoint", "metrics-a-directory", "motions-with-other-files",
+         "motions-a-file", "metrics-a-link"],
+)
+def test_a_demo_entry_holding_something_else_is_refused_before_anything_is_written(
+    tmp_path: Path, make: Callable[[Path], None], entry: str
+) -> None:
+    make(tmp_path)
+    before = tree(tmp_path)
+    with pytest.raises(FileExistsError, match=rf"{entry}: not what a demo run writes there"):
+        run_demo(tmp_path, TINY)
+    assert tree(tmp_path) == before
+
+
+def test_a_previous_demo_run_with_more_motion_files_is_replaced(tmp_path: Path) -> None:
+    run_demo(tmp_path / "run", DemoOptions(**{**TINY.to_json(), "motions": 20}))
+    assert (tmp_path / "run" / "motions" / "motions_002.h5").is_file()
+    run_demo(tmp_path / "run", TINY)
+    listed = (tmp_path / "run" / "motions" / "motions.txt").read_text().split()
+    assert listed == ["motions_000.h5"]

@@ -18,13 +18,15 @@ from typing import NoReturn
 
 from bufcore.checks import check_int
 from bufcore.curriculum.priorities import MODES
-from bufcore.errors import CorruptFileError, StateError
+from bufcore.errors import KeyPathError
 from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
 from bufcore.runs.demo.progress import Progress
 from bufcore.runs.inspect import inspect_path, render, to_json
 
-# What a command may fail with on bad input: reported as one line, exit status 1.
-INPUT_ERRORS = (OSError, ValueError, TypeError, KeyError, CorruptFileError, StateError)
+# What bufcore raises for bad input (CorruptFileError and StateError are ValueErrors; a
+# MemoryError names the allocation a size asked for): one line, exit status 1. Anything else
+# is a bug and keeps its traceback.
+INPUT_ERRORS = (OSError, ValueError, KeyPathError, MemoryError)
 
 DEMO_EXAMPLE = """\
 examples:

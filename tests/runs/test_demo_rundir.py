@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bufcore import RunLogger, ZBuffer
+from bufcore.persist.run_checkpoint import save_run_checkpoint
 from bufcore.runs.demo import DemoOptions, run_demo
 
 TINY = DemoOptions(
@@ -42,6 +44,16 @@ def _motions_file(run: Path) -> None:
     (run / "motions").write_text("mine")
 
 
+def _your_runs_log(run: Path) -> None:
+    with RunLogger(run) as log:
+        log.log("train", 1, {"loss": 0.5})
+
+
+def _your_runs_checkpoint(run: Path) -> None:
+    buffer = ZBuffer(2, 1)
+    save_run_checkpoint(run / "checkpoint", buffers={"z": buffer.save}, state={"step": 3})
+
+
 def _metrics_link(run: Path) -> None:
     (run / ".elsewhere").write_text("mine")
     (run / "metrics.jsonl").symlink_to(run / ".elsewhere")
@@ -55,9 +67,12 @@ def _metrics_link(run: Path) -> None:
         (_foreign_motions, "motions"),
         (_motions_file, "motions"),
         (_metrics_link, "metrics.jsonl"),
+        (_your_runs_log, "metrics.jsonl"),
+        (_your_runs_checkpoint, "checkpoint"),
     ],
     ids=["checkpoint-not-a-run-checkpoint", "metrics-a-directory", "motions-with-other-files",
-         "motions-a-file", "metrics-a-link"],
+         "motions-a-file", "metrics-a-link", "metrics-of-another-run",
+         "run-checkpoint-of-another-run"],
 )
 def test_a_demo_entry_holding_something_else_is_refused_before_anything_is_written(
     tmp_path: Path, make: Callable[[Path], None], entry: str
@@ -75,3 +90,9 @@ def test_a_previous_demo_run_with_more_motion_files_is_replaced(tmp_path: Path) 
     run_demo(tmp_path / "run", TINY)
     listed = (tmp_path / "run" / "motions" / "motions.txt").read_text().split()
     assert listed == ["motions_000.h5"]
+
+
+def test_an_empty_log_left_by_a_run_stopped_at_once_is_replaced(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").write_bytes(b"")
+    run_demo(tmp_path, TINY)
+    assert (tmp_path / "metrics.jsonl").stat().st_size > 0

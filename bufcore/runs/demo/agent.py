@@ -67,6 +67,7 @@ class TrackingPolicy:
 
     @torch.no_grad()
     def act(self, z: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """``[n, dim]`` actions (state increments) for ``[n, z_dim]`` z and ``[n, dim]`` states."""
         return _features(z, state) @ self.weight
 
     def train_step(self, z: torch.Tensor, state: torch.Tensor, target: torch.Tensor) -> float:
@@ -87,6 +88,7 @@ class TrackingPolicy:
         return float(loss.detach())
 
     def state_dict(self) -> dict[str, list[list[float]]]:
+        """The weights as nested lists (for ``run.json``)."""
         return {"weight": self.weight.detach().tolist()}
 
 
@@ -104,14 +106,17 @@ class ValueFunction:
         self._optimizer = torch.optim.Adam([self.weight], lr=lr)
 
     def __call__(self, state: torch.Tensor, target: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """``[n]`` values of ``[n, dim]`` states tracking ``[n, dim]`` targets with ``z``."""
         error = state - target
         features = torch.cat([error, error.pow(2), z, torch.ones_like(error[..., :1])], dim=-1)
         return features @ self.weight
 
     def step(self, loss: torch.Tensor) -> None:
+        """One Adam step on ``loss`` (a scalar built from :meth:`__call__`)."""
         self._optimizer.zero_grad()
         torch.autograd.backward(loss)
         self._optimizer.step()
 
     def state_dict(self) -> dict[str, list[float]]:
+        """The weights as a list (for ``run.json``)."""
         return {"weight": self.weight.detach().tolist()}

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from bufcore.buffers.expert import TrajectoryDictBuffer
 from bufcore.buffers.motions import load_expert_trajectories
 from bufcore.buffers.online import TrajectoryDictBufferMultiDim
 from bufcore.buffers.zbuffer import ZBuffer
@@ -43,7 +44,7 @@ from bufcore.runs.demo.env import MotionBank, TrackingEnvs, track_all
 from bufcore.runs.demo.motions import Motion, make_motions
 from bufcore.runs.demo.options import DemoOptions
 from bufcore.runs.demo.progress import Progress
-from bufcore.runs.demo.rundir import MOTIONS_DIR, check_run_dir, write_motions
+from bufcore.runs.demo.rundir import MOTIONS_DIR, WRITER, check_run_dir, write_motions
 from bufcore.runs.runlog import RunLogger
 from bufcore.stats.td_ema import TDStatsEMA
 from bufcore.stats.td_weighting import TDWeighting
@@ -185,6 +186,7 @@ def run_demo(
 
 def _run_record(options: DemoOptions, motions: list[Motion]) -> dict[str, Any]:
     return {
+        "writer": WRITER,
         "options": options.to_json(),
         "motions": {
             "motion_ids": [m.motion_id for m in motions],
@@ -201,7 +203,7 @@ class _Loop:
         self,
         run: Path,
         options: DemoOptions,
-        expert: Any,
+        expert: TrajectoryDictBuffer,
         online: TrajectoryDictBufferMultiDim,
         zbuffer: ZBuffer,
         curriculum: Curriculum,
@@ -222,10 +224,12 @@ class _Loop:
         self.episodes = 0
 
     def status(self) -> str:
+        """The progress bar's text: rounds so far and the last mean EMD."""
         last = f"mean EMD {self.mean_emd[-1]:.3f}" if self.mean_emd else "no eval yet"
         return f"round {len(self.mean_emd)}, {last}"
 
     def env_step(self, step: int, logger: RunLogger) -> None:
+        """Step every env, then update, log, evaluate and checkpoint when they are due."""
         options = self.options
         rows = self.envs.step(self.policy, self.expert.priorities, self.zbuffer)
         self.online.extend(rows.data)
@@ -298,6 +302,7 @@ class _Loop:
         }
 
     def evaluate(self, step: int) -> dict[str, Any]:
+        """Track every motion, apply the EMDs as a curriculum round; the ``eval`` record."""
         paths = track_all(self.bank, self.encoder, self.policy)
         frames = self.bank.frames
         emds = {
@@ -322,12 +327,14 @@ class _Loop:
         }
 
     def checkpoint(self, step: int) -> dict[str, Any]:
+        """Publish the run checkpoint; the ``checkpoint`` record."""
         path = self.run / CHECKPOINT_DIR
         ema = self.weighting.ema
         save_run_checkpoint(
             path,
             buffers={"train": self.online.save, "expert": self.expert.save, "z": self.zbuffer.save},
             state={
+                "writer": WRITER,
                 "step": step,
                 "round": len(self.mean_emd),
                 "seed": self.options.seed,

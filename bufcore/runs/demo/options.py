@@ -10,7 +10,7 @@ from bufcore.checks import check_int, check_real
 from bufcore.curriculum.priorities import PriorityOptions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DemoOptions:
     """Everything that shapes a demo run; the same options and seed give the same run.
 
@@ -107,4 +107,5 @@ class DemoOptions:
         PriorityOptions(self.min_val, self.max_val, self.scale, self.mode)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
+        """Every option by name, as logged in the ``run`` record and ``run.json``."""
         return dataclasses.asdict(self)

@@ -39,6 +39,7 @@ class Progress:
         self._last = ""
 
     def update(self, done: int, status: str) -> None:
+        """Show that ``done`` of ``total`` steps are done, with ``status`` after the bar."""
         now = self.clock()
         if self._interactive:
             if now - self._drawn_at < 0.1 and done < self.total:
@@ -60,6 +61,7 @@ class Progress:
         return f"[{bar}] {done}/{self.total} steps, {now - self.started:5.1f} s, {status}"
 
     def close(self) -> None:
+        """End the bar's line on a terminal."""
         if self._interactive:
             self.stream.write("\n")
             self.stream.flush()

@@ -12,13 +12,20 @@ from pathlib import Path
 
 import torch
 
+from bufcore.errors import CorruptFileError
 from bufcore.persist.episodes import save_episodes, write_motion_list
 from bufcore.persist.run_checkpoint import (
     CHECKPOINT_DIR,
     METRICS_FILE,
+    read_run_state,
     replaceable_run_checkpoint,
 )
 from bufcore.runs.demo.motions import Motion
+from bufcore.runs.runlog import read_metrics
+
+# Marks what the demo wrote (its first log record and run.json), so that it replaces only a
+# previous demo run, never a run of yours logged with RunLogger and save_run_checkpoint.
+WRITER = "bufcore demo"
 
 MOTIONS_DIR = "motions"
 MOTION_LIST = "motions.txt"
@@ -35,7 +42,8 @@ def check_run_dir(run: Path) -> None:
         FileExistsError: it holds an entry a demo run does not write, or one of the demo's
             names holds something else: ``metrics.jsonl`` not a regular file, ``motions/``
             not a directory of motion files and ``motions.txt``, ``checkpoint/`` not a run
-            checkpoint (or a symbolic link in place of any of them).
+            checkpoint (or a symbolic link in place of any of them), or a log or run
+            checkpoint that another program wrote (not marked ``"writer": "bufcore demo"``).
     """
     if not run.exists():
         return
@@ -53,7 +61,7 @@ def check_run_dir(run: Path) -> None:
             "run's) with --out"
         )
     for name, ok in (
-        (METRICS_FILE, _is_file),
+        (METRICS_FILE, _is_demo_log),
         (MOTIONS_DIR, _is_motions_dir),
         (CHECKPOINT_DIR, _is_run_checkpoint),
     ):
@@ -69,6 +77,14 @@ def _is_file(path: Path) -> bool:
     return not path.is_symlink() and path.is_file()
 
 
+def _is_demo_log(path: Path) -> bool:
+    if not _is_file(path):
+        return False
+    records, _ = read_metrics(path, problems=[])
+    # An empty log (a run stopped before its first record) holds nothing to lose.
+    return not records or (records[0]["kind"] == "run" and records[0].get("writer") == WRITER)
+
+
 def _is_motions_dir(path: Path) -> bool:
     if path.is_symlink() or not path.is_dir():
         return False
@@ -79,7 +95,14 @@ def _is_motions_dir(path: Path) -> bool:
 
 
 def _is_run_checkpoint(path: Path) -> bool:
-    return not path.is_symlink() and path.is_dir() and replaceable_run_checkpoint(path)
+    if path.is_symlink() or not path.is_dir() or not replaceable_run_checkpoint(path):
+        return False
+    if not any(path.iterdir()):
+        return True
+    try:
+        return read_run_state(path).get("writer") == WRITER
+    except (OSError, CorruptFileError):
+        return False
 
 
 def write_motions(directory: Path, motions: list[Motion]) -> Path:

@@ -1,0 +1,74 @@
+"""The demo's tracking envs and agent: BFM-Zero's row layout, curriculum-drawn motions, learning."""
+
+from __future__ import annotations
+
+import torch
+
+from bufcore import ZBuffer
+from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy
+from bufcore.runs.demo.env import MotionBank, TrackingEnvs
+from bufcore.runs.demo.motions import make_motions
+
+
+def setup(envs: int = 6) -> tuple[MotionBank, TrackingEnvs, TrackingPolicy, ZBuffer]:
+    generator = torch.Generator().manual_seed(0)
+    motions = make_motions(3, dim=2, min_length=12, max_length=12, generator=generator)
+    bank = MotionBank(motions, horizon=4)
+    encoder = BackwardMap(2, 4, 3, generator)
+    policy = TrackingPolicy(2, 3, lr=0.01, state_noise=0.1, generator=generator)
+    with torch.no_grad():
+        policy.weight.fill_(0.1)  # some nonzero action
+    env = TrackingEnvs(
+        bank, envs, encoder, mix=0.0, action_noise=0.0, dynamics_noise=0.0, generator=generator
+    )
+    return bank, env, policy, ZBuffer(8, 3)
+
+
+def test_an_episode_ends_on_a_flagged_final_row_with_no_action_or_reward() -> None:
+    _, env, policy, zbuffer = setup()
+    priorities = torch.ones(3)
+    env.reset(torch.ones(6, dtype=torch.bool), priorities, zbuffer)
+    rows = [env.step(policy, priorities, zbuffer).data for _ in range(12)]
+    truncated = torch.stack([r["truncated"][0, :, 0] for r in rows])  # type: ignore[index]
+    action = torch.stack([r["action"][0] for r in rows])  # type: ignore[index]
+    reward = torch.stack([r["reward"][0, :, 0] for r in rows])  # type: ignore[index]
+    assert truncated.any()
+    assert bool((action[truncated] == 0).all()) and bool((reward[truncated] == 0).all())
+    assert bool((action[~truncated] != 0).any(dim=-1).all())
+
+
+def test_the_row_after_a_final_row_is_a_reset_to_an_expert_frame() -> None:
+    _, env, policy, zbuffer = setup()
+    priorities = torch.ones(3)
+    env.reset(torch.ones(6, dtype=torch.bool), priorities, zbuffer)
+    previous = env.step(policy, priorities, zbuffer).data
+    for _ in range(20):
+        rows = env.step(policy, priorities, zbuffer).data
+        ended = previous["truncated"][0, :, 0]  # type: ignore[index]
+        state = rows["observation"]["state"][0]  # type: ignore[index]
+        target = rows["observation"]["target"][0]  # type: ignore[index]
+        assert torch.equal(state[ended], target[ended])  # a reset starts on the motion
+        previous = rows
+
+
+def test_motions_are_drawn_by_priority_and_a_zero_priority_motion_never_runs() -> None:
+    _, env, policy, zbuffer = setup(envs=64)
+    priorities = torch.tensor([0.0, 1.0, 3.0])
+    env.reset(torch.ones(64, dtype=torch.bool), priorities, zbuffer)
+    seen = [env.motion.clone()]
+    for _ in range(40):
+        env.step(policy, priorities, zbuffer)
+        seen.append(env.motion.clone())
+    counts = torch.bincount(torch.cat(seen), minlength=3)
+    assert counts[0] == 0 and counts[2] > counts[1]
+
+
+def test_policy_steps_on_the_same_windows_lower_the_tracking_error() -> None:
+    generator = torch.Generator().manual_seed(1)
+    policy = TrackingPolicy(2, 3, lr=0.05, state_noise=0.0, generator=generator)
+    z, state = torch.randn(64, 3, generator=generator), torch.randn(64, 2, generator=generator)
+    target = state + z[:, :2] * 0.5
+    first = policy.train_step(z, state, target)
+    for _ in range(200):
+        last = policy.train_step(z, state, target)
+    assert last < 0.1 * first

@@ -38,18 +38,17 @@ from bufcore.buffers.zbuffer import ZBuffer
 from bufcore.curriculum.curriculum import Curriculum
 from bufcore.curriculum.transport import emd
 from bufcore.persist.episodes import save_episodes, write_motion_list
-from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, METRICS_FILE, save_run_checkpoint
+from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, save_run_checkpoint
 from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy, ValueFunction
 from bufcore.runs.demo.env import MotionBank, TrackingEnvs, track_all
 from bufcore.runs.demo.motions import Motion, make_motions
 from bufcore.runs.demo.options import DemoOptions
 from bufcore.runs.demo.progress import Progress
+from bufcore.runs.demo.rundir import MOTION_LIST, MOTIONS_DIR, check_memory, check_run_dir
 from bufcore.runs.runlog import RunLogger
 from bufcore.stats.td_ema import TDStatsEMA
 from bufcore.stats.td_weighting import TDWeighting
 
-MOTIONS_DIR = "motions"
-MOTION_LIST = "motions.txt"
 MOTIONS_PER_FILE = 8
 # Env steps between buffer-statistics records.
 BUFFER_EVERY = 25
@@ -71,30 +70,6 @@ class DemoResult:
     mean_emd: list[float]
     last_emd: dict[int, float]
     last_priority: dict[int, float]
-
-
-def check_run_dir(run: Path) -> None:
-    """Refuse a directory a demo run would overwrite user files in.
-
-    Raises:
-        NotADirectoryError: ``run`` exists and is not a directory.
-        FileExistsError: it holds an entry a demo run does not write.
-    """
-    if not run.exists():
-        return
-    if not run.is_dir():
-        raise NotADirectoryError(f"{run}: not a directory")
-    ours = {METRICS_FILE, MOTIONS_DIR, CHECKPOINT_DIR}
-    # A save killed halfway leaves its staging entry, which the next save removes.
-    foreign = sorted(
-        e.name for e in run.iterdir() if e.name not in ours and not e.name.startswith(".")
-    )
-    if foreign:
-        raise FileExistsError(
-            f"{run}: holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, which "
-            "a demo run does not write; choose an empty or new directory (or a previous demo "
-            "run's) with --out"
-        )
 
 
 def _seeds(seed: int) -> dict[str, int]:
@@ -148,11 +123,13 @@ def run_demo(
 
     Raises:
         FileExistsError: ``run_dir`` holds anything but a previous demo run's ``metrics.jsonl``,
-            ``motions/`` and ``checkpoint/`` (nothing is written then), or its ``checkpoint``
-            is not a run checkpoint.
+            ``motions/`` and ``checkpoint/``, or one of those is not a demo run's
+            (:func:`~bufcore.runs.demo.rundir.check_run_dir`; nothing is written then).
         NotADirectoryError: ``run_dir`` is a file.
+        ValueError: the buffers would not fit in this machine's memory (nothing is written).
     """
     run = Path(run_dir)
+    check_memory(options)
     check_run_dir(run)
     seeds = _seeds(options.seed)
     motions = make_motions(

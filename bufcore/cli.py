@@ -2,13 +2,16 @@
 PATH`` summarizes a checkpoint, run or BFM-Zero work directory without loading it.
 
 Every command prints one clear line and exits non-zero on bad input (1 for a file or value
-problem, 2 for a usage error), never a traceback; ``--help`` shows an example.
+problem, 2 for a usage error), never a traceback; ``--help`` shows an example. Ctrl-C prints
+``interrupted`` and exits 130; a reader that closes stdout early (``| head``) ends the command
+quietly with 141, as a process killed by SIGPIPE.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -136,8 +139,14 @@ def _demo(args: argparse.Namespace) -> int:
     )
     started = time.monotonic()
     progress = None if args.quiet else Progress(options.steps)
-    result = run_demo(args.out, options, progress=progress)
+    try:
+        result = run_demo(args.out, options, progress=progress)
+    finally:
+        # An error or Ctrl-C must not land on the progress bar's line.
+        if progress is not None:
+            progress.close()
     _report(result, options, time.monotonic() - started)
+    sys.stdout.flush()  # a closed stdout fails here, where main reports it, not at exit
     return 0
 
 
@@ -180,6 +189,7 @@ def _inspect(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(inspection), indent=2))
     else:
         print("\n".join(render(inspection)))
+    sys.stdout.flush()  # a closed stdout fails here, where main reports it, not at exit
     return 0
 
 
@@ -205,12 +215,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         if args.command == "inspect":
             return _inspect(args)
+    except KeyboardInterrupt:
+        print(f"bufcore {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader is gone (`| head`): nothing to tell it, and no error of ours.
+        _silence_stdout()
+        return 141
     except INPUT_ERRORS as err:
         # One line, whatever a file name or message holds.
         message = str(err).replace("\n", "\\n").replace("\r", "\\r")
         print(f"bufcore {args.command}: error: {message}", file=sys.stderr)
         return 1
     raise AssertionError(f"unhandled command {args.command}")  # argparse allows no other
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: Python flushes it again at exit, which must not fail too."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # no file descriptor behind stdout: nothing will be flushed to a pipe
 
 
 if __name__ == "__main__":

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from bufcore import load_buffer
+from bufcore import ZBuffer, load_buffer
 
 # A demo small enough for a subprocess test.
 SMALL_DEMO = (
@@ -96,3 +97,35 @@ def test_help_shows_an_example(command: tuple[str, ...]) -> None:
     result = bufcore(*command, "--help")
     assert result.returncode == 0
     assert "examples:\n  bufcore demo --out runs/demo" in result.stdout
+
+
+def test_ctrl_c_during_a_demo_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bufcore.cli", "demo", "--out", str(tmp_path / "run"),
+         "--steps", "1000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    first = process.stderr.readline()  # the progress line: the run is under way
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert first.startswith("[")
+    assert process.returncode == 130
+    assert err.splitlines() == ["bufcore demo: interrupted"]
+    assert out == ""
+
+
+def test_inspect_into_a_closed_pipe_exits_quietly_with_141(tmp_path: Path) -> None:
+    ZBuffer(8, 4).save(tmp_path / "z")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bufcore.cli", "inspect", "--json", str(tmp_path / "z")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # as `| head -0` does, long before the command prints
+    err = process.stderr.read()
+    assert process.wait(timeout=60) == 141
+    assert err == b""

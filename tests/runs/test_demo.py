@@ -305,3 +305,13 @@ def test_a_dangling_out_link_is_refused_naming_its_target(tmp_path: Path) -> Non
     with pytest.raises(FileExistsError, match="missing"):
         run_demo(tmp_path / "run", TINY)
     assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_progress_closed_twice_on_a_terminal_ends_its_line_once() -> None:
+    # The command closes it after an error or Ctrl-C too, also when run_demo already did.
+    stream = _Terminal()
+    progress = Progress(10, stream=stream, clock=lambda: 0.0)
+    progress.update(10, "status")
+    progress.close()
+    progress.close()
+    assert stream.getvalue().count("\n") == 1

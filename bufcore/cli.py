@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from typing import NoReturn
 from bufcore.checks import check_int
 from bufcore.curriculum.priorities import MODES
 from bufcore.errors import CorruptFileError, StateError
+from bufcore.persist.syscalls import silence_stdout
 from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
 from bufcore.runs.demo.progress import Progress
 from bufcore.runs.inspect import inspect_path, render, to_json
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # The reader is gone (`| head`): nothing to tell it, and no error of ours.
-        _silence_stdout()
+        silence_stdout()
         return 141
     except INPUT_ERRORS as err:
         # One line, whatever a file name or message holds.
@@ -228,16 +228,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bufcore {args.command}: error: {message}", file=sys.stderr)
         return 1
     raise AssertionError(f"unhandled command {args.command}")  # argparse allows no other
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null: Python flushes it again at exit, which must not fail too."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass  # no file descriptor behind stdout: nothing will be flushed to a pipe
 
 
 if __name__ == "__main__":

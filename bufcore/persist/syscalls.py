@@ -5,6 +5,7 @@
 - :func:`start_writeback`: ``sync_file_range(SYNC_FILE_RANGE_WRITE)``, a hint that starts writing
   a range to disk without waiting, so the final fsync has little left to do.
 - :func:`pwrite_all` and :func:`fsync_path`: loops and descriptor handling around ``os``.
+- :func:`silence_stdout`: stdout to /dev/null once its reader is gone (the command line's).
 
 Both libc functions are Linux-only; elsewhere :func:`exchange` reports that it cannot swap and
 :func:`start_writeback` does nothing.
@@ -86,3 +87,16 @@ def fsync_path(path: Path, *, directory: bool = False) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def silence_stdout() -> None:
+    """Point file descriptor 1 (stdout) at /dev/null, so that Python's flush of stdout at exit,
+    after a reader closed the pipe (``| head``), cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(devnull, 1)
+    finally:
+        os.close(devnull)

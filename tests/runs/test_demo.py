@@ -315,3 +315,27 @@ def test_progress_closed_twice_on_a_terminal_ends_its_line_once() -> None:
     progress.close()
     progress.close()
     assert stream.getvalue().count("\n") == 1
+
+
+class _ThreadsSeen(Progress):
+    def __init__(self) -> None:
+        super().__init__(TINY.steps, stream=io.StringIO())
+        self.threads: set[int] = set()
+
+    def update(self, done: int, status: str) -> None:
+        self.threads.add(torch.get_num_threads())
+
+
+def test_the_run_computes_on_one_torch_thread_and_restores_the_count_after(
+    tmp_path: Path,
+) -> None:
+    # Records must not depend on the machine's core count (threaded reductions round apart).
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = _ThreadsSeen()
+        run_demo(tmp_path / "run", TINY, progress=seen)
+        assert seen.threads == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

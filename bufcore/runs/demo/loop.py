@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,19 @@ class DemoResult:
     mean_emd: list[float]
     last_emd: dict[int, float]
     last_priority: dict[int, float]
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run on one torch thread, then restore the count: a reduction split over threads rounds
+    differently, so records would depend on the machine's cores; the demo's small tensors are
+    also faster on one thread (no handoffs)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _seeds(seed: int) -> dict[str, int]:
@@ -131,82 +145,83 @@ def run_demo(
     run = Path(run_dir)
     check_memory(options)
     check_run_dir(run)
-    seeds = _seeds(options.seed)
-    motions = make_motions(
-        options.motions,
-        dim=options.dim,
-        min_length=options.min_length,
-        max_length=options.max_length,
-        generator=_generator(seeds["motions"]),
-    )
-    motion_list = write_motions(run / MOTIONS_DIR, motions)
-    expert = load_expert_trajectories(
-        motion_list, run / MOTIONS_DIR, options.seq_length, "cpu", seed=seeds["buffers"]
-    )
-    online = TrajectoryDictBufferMultiDim(
-        capacity=options.capacity,
-        n_dim=2,
-        seq_length=options.seq_length,
-        end_key="truncated",
-        output_key_t=["observation", "action", "z", "reward"],
-        output_key_tp1=["observation", "terminated"],
-        seed=seeds["buffers"] + 1,
-    )
-    zbuffer = ZBuffer(options.z_capacity, options.z_dim, seed=seeds["z"])
-    curriculum = Curriculum(
-        expert,
-        min_val=options.min_val,
-        max_val=options.max_val,
-        scale=options.scale,
-        mode=options.mode,
-    )
-    encoder = BackwardMap(
-        options.dim, options.seq_length, options.z_dim, _generator(seeds["backward"])
-    )
-    policy_generator = _generator(seeds["policy"])
-    policy = TrackingPolicy(
-        options.dim, options.z_dim, lr=0.006, state_noise=0.15, generator=policy_generator
-    )
-    value = ValueFunction(options.dim, options.z_dim, lr=0.01)
-    weighting = TDWeighting(
-        TDStatsEMA("cpu", momentum=options.td_momentum, warmup_steps=options.td_warmup),
-        beta=options.beta,
-        min_weight=options.min_weight,
-        max_weight=options.max_weight,
-    )
-    bank = MotionBank(motions, options.seq_length)
-    envs = TrackingEnvs(
-        bank,
-        options.envs,
-        encoder,
-        mix=options.mix,
-        action_noise=0.06,
-        dynamics_noise=0.03,
-        generator=_generator(seeds["envs"]),
-    )
-    envs.reset(torch.ones(options.envs, dtype=torch.bool), expert.priorities, zbuffer)
-    loop = _Loop(run, options, expert, online, zbuffer, curriculum, encoder, policy, value,
-                 weighting, bank, envs, policy_generator)
-    started = clock()
-    with RunLogger(run, clock=clock) as logger:
-        logger.log("run", 0, _run_record(options, motions))
-        for step in range(1, options.steps + 1):
-            loop.env_step(step, logger)
-            if progress is not None:
-                progress.update(step, loop.status())
-            if options.live_seconds:
-                ahead = started + options.live_seconds * step / options.steps - clock()
-                if ahead > 0:
-                    sleep(ahead)
-    if progress is not None:
-        progress.close()
-    last = curriculum.history[-1]
-    return DemoResult(
-        run_dir=run,
-        mean_emd=list(loop.mean_emd),
-        last_emd=dict(last.emd),
-        last_priority=dict(zip(expert.motion_ids, expert.priorities.tolist(), strict=True)),
-    )
+    with _one_thread():
+        seeds = _seeds(options.seed)
+        motions = make_motions(
+            options.motions,
+            dim=options.dim,
+            min_length=options.min_length,
+            max_length=options.max_length,
+            generator=_generator(seeds["motions"]),
+        )
+        motion_list = write_motions(run / MOTIONS_DIR, motions)
+        expert = load_expert_trajectories(
+            motion_list, run / MOTIONS_DIR, options.seq_length, "cpu", seed=seeds["buffers"]
+        )
+        online = TrajectoryDictBufferMultiDim(
+            capacity=options.capacity,
+            n_dim=2,
+            seq_length=options.seq_length,
+            end_key="truncated",
+            output_key_t=["observation", "action", "z", "reward"],
+            output_key_tp1=["observation", "terminated"],
+            seed=seeds["buffers"] + 1,
+        )
+        zbuffer = ZBuffer(options.z_capacity, options.z_dim, seed=seeds["z"])
+        curriculum = Curriculum(
+            expert,
+            min_val=options.min_val,
+            max_val=options.max_val,
+            scale=options.scale,
+            mode=options.mode,
+        )
+        encoder = BackwardMap(
+            options.dim, options.seq_length, options.z_dim, _generator(seeds["backward"])
+        )
+        policy_generator = _generator(seeds["policy"])
+        policy = TrackingPolicy(
+            options.dim, options.z_dim, lr=0.006, state_noise=0.15, generator=policy_generator
+        )
+        value = ValueFunction(options.dim, options.z_dim, lr=0.01)
+        weighting = TDWeighting(
+            TDStatsEMA("cpu", momentum=options.td_momentum, warmup_steps=options.td_warmup),
+            beta=options.beta,
+            min_weight=options.min_weight,
+            max_weight=options.max_weight,
+        )
+        bank = MotionBank(motions, options.seq_length)
+        envs = TrackingEnvs(
+            bank,
+            options.envs,
+            encoder,
+            mix=options.mix,
+            action_noise=0.06,
+            dynamics_noise=0.03,
+            generator=_generator(seeds["envs"]),
+        )
+        envs.reset(torch.ones(options.envs, dtype=torch.bool), expert.priorities, zbuffer)
+        loop = _Loop(run, options, expert, online, zbuffer, curriculum, encoder, policy, value,
+                     weighting, bank, envs, policy_generator)
+        started = clock()
+        with RunLogger(run, clock=clock) as logger:
+            logger.log("run", 0, _run_record(options, motions))
+            for step in range(1, options.steps + 1):
+                loop.env_step(step, logger)
+                if progress is not None:
+                    progress.update(step, loop.status())
+                if options.live_seconds:
+                    ahead = started + options.live_seconds * step / options.steps - clock()
+                    if ahead > 0:
+                        sleep(ahead)
+        if progress is not None:
+            progress.close()
+        last = curriculum.history[-1]
+        return DemoResult(
+            run_dir=run,
+            mean_emd=list(loop.mean_emd),
+            last_emd=dict(last.emd),
+            last_priority=dict(zip(expert.motion_ids, expert.priorities.tolist(), strict=True)),
+        )
 
 
 def _run_record(options: DemoOptions, motions: list[Motion]) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 PATH`` summarizes a checkpoint, run or BFM-Zero work directory without loading it.
 
 Every command prints one clear line and exits non-zero on bad input (1 for a file or value
-problem, 2 for a usage error), never a traceback; ``--help`` shows an example.
+problem, 2 for a usage error), never a traceback; ``--help`` shows an example. Ctrl-C prints
+``interrupted`` and exits 130; a reader that closes stdout early (``| head``) ends the command
+quietly with 141, as a process killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -139,8 +141,14 @@ def _demo(args: argparse.Namespace) -> int:
     )
     started = time.monotonic()
     progress = None if args.quiet else Progress(options.steps)
-    result = run_demo(args.out, options, progress=progress)
+    try:
+        result = run_demo(args.out, options, progress=progress)
+    finally:
+        # An error or Ctrl-C must not land on the progress bar's line.
+        if progress is not None:
+            progress.close()
     _report(result, options, time.monotonic() - started)
+    sys.stdout.flush()  # a closed stdout fails here, where main reports it, not at exit
     return 0
 
 
@@ -210,6 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         if args.command == "inspect":
             return _inspect(args)
+    except KeyboardInterrupt:
+        print(f"bufcore {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader went away (``bufcore inspect RUN | head``): not an input error, and
         # nothing more can be printed; closing stdout keeps the exit-time flush from failing.

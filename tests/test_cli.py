@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,21 @@ def test_inspect_into_a_closed_pipe_prints_no_error_and_exits_141(
     process.stdout.close()
     _, stderr = process.communicate(timeout=300)
     assert (process.returncode, stderr) == (141, "")
+
+
+def test_ctrl_c_during_a_demo_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bufcore.cli", "demo", "--out", str(tmp_path / "run"),
+         "--steps", "1000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    first = process.stderr.readline()  # the progress line: the run is under way
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert first.startswith("[")
+    assert process.returncode == 130
+    assert err.splitlines() == ["bufcore demo: interrupted"]
+    assert out == ""

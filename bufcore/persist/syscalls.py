@@ -86,3 +86,4 @@ def fsync_path(path: Path, *, directory: bool = False) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+

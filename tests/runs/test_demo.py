@@ -243,3 +243,140 @@ def test_the_last_buffer_record_matches_the_saved_buffers(small_run: DemoResult)
         "full": train.is_full,
     }
     assert last["z"] == {"len": len(z), "capacity": z.capacity, "full": z.is_full}
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 7, 8])
+def test_a_capacity_that_holds_no_window_and_its_next_frame_is_refused_naming_capacity(
+    capacity: int,
+) -> None:
+    # seq_length 8: sampling needs episodes of 9 rows, which a capacity of 8 never holds.
+    with pytest.raises(ValueError, match=r"capacity: expected an int >= 9,"):
+        DemoOptions(capacity=capacity)
+
+
+@pytest.mark.parametrize("seed", [2**64, -(2**63) - 1, 2**70])
+def test_a_seed_no_generator_takes_is_refused_naming_seed(seed: int) -> None:
+    with pytest.raises(ValueError, match=r"seed: expected an int in \["):
+        DemoOptions(seed=seed)
+
+
+def test_options_whose_buffer_exceeds_the_machines_memory_are_refused_before_writing(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ValueError, match=r"envs x capacity: .* more than this machine's"):
+        run_demo(tmp_path / "run", DemoOptions(envs=10**9))
+    assert not (tmp_path / "run").exists()
+
+
+def _previous_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    run_demo(run, TINY)
+    return run
+
+
+def _snapshot(run: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(run)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(run.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "checkpoint/notes.txt",
+        "checkpoint/buffers/mine/notes.txt",
+        "motions/notes.txt",
+    ],
+)
+def test_a_previous_run_holding_user_files_is_refused_before_anything_is_written(
+    tmp_path: Path, plant: str
+) -> None:
+    run = _previous_run(tmp_path)
+    (run / plant).parent.mkdir(parents=True, exist_ok=True)
+    (run / plant).write_text("mine")
+    before = _snapshot(run)
+    with pytest.raises(FileExistsError, match=plant.split("/")[0]):
+        run_demo(run, DemoOptions(**{**TINY.to_json(), "seed": 1}))
+    assert _snapshot(run) == before
+
+
+@pytest.mark.parametrize("content", [b"my notes\n", b"{\"kind\": \"eval\"}\n", b"\x00\xff"])
+def test_a_metrics_file_that_is_not_a_demo_log_is_refused_before_anything_is_written(
+    tmp_path: Path, content: bytes
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_bytes(content)
+    with pytest.raises(FileExistsError, match=r"metrics\.jsonl"):
+        run_demo(run, TINY)
+    assert _snapshot(run) == {"metrics.jsonl": content}
+
+
+def test_a_metrics_link_to_a_user_file_is_refused_and_the_file_kept(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.txt"
+    mine.write_text("user data\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").symlink_to(mine)
+    with pytest.raises(FileExistsError, match=r"metrics\.jsonl"):
+        run_demo(run, TINY)
+    assert mine.read_text() == "user data\n"
+    assert [p.name for p in run.iterdir()] == ["metrics.jsonl"]
+
+
+@pytest.mark.parametrize("entry", ["metrics.jsonl", "motions", "checkpoint"])
+def test_an_entry_of_the_wrong_type_is_refused_before_anything_is_written(
+    tmp_path: Path, entry: str
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    if entry == "metrics.jsonl":
+        (run / entry).mkdir()
+    else:
+        (run / entry).write_text("mine")
+    before = _snapshot(run)
+    with pytest.raises(FileExistsError, match=entry):
+        run_demo(run, TINY)
+    assert _snapshot(run) == before
+
+
+def test_a_dangling_out_link_is_refused_naming_its_target(tmp_path: Path) -> None:
+    (tmp_path / "run").symlink_to(tmp_path / "missing")
+    with pytest.raises(FileExistsError, match="missing"):
+        run_demo(tmp_path / "run", TINY)
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_progress_closed_twice_on_a_terminal_ends_its_line_once() -> None:
+    # The command closes it after an error or Ctrl-C too, also when run_demo already did.
+    stream = _Terminal()
+    progress = Progress(10, stream=stream, clock=lambda: 0.0)
+    progress.update(10, "status")
+    progress.close()
+    progress.close()
+    assert stream.getvalue().count("\n") == 1
+
+
+class _ThreadsSeen(Progress):
+    def __init__(self) -> None:
+        super().__init__(TINY.steps, stream=io.StringIO())
+        self.threads: set[int] = set()
+
+    def update(self, done: int, status: str) -> None:
+        self.threads.add(torch.get_num_threads())
+
+
+def test_the_run_computes_on_one_torch_thread_and_restores_the_count_after(
+    tmp_path: Path,
+) -> None:
+    # Records must not depend on the machine's core count (threaded reductions round apart).
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = _ThreadsSeen()
+        run_demo(tmp_path / "run", TINY, progress=seen)
+        assert seen.threads == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

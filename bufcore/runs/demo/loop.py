@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,13 @@ from bufcore.runs.demo.env import MotionBank, TrackingEnvs, track_all
 from bufcore.runs.demo.motions import Motion, make_motions
 from bufcore.runs.demo.options import DemoOptions
 from bufcore.runs.demo.progress import Progress
-from bufcore.runs.demo.rundir import MOTIONS_DIR, WRITER, check_run_dir, write_motions
+from bufcore.runs.demo.rundir import (
+    MOTIONS_DIR,
+    WRITER,
+    check_memory,
+    check_run_dir,
+    write_motions,
+)
 from bufcore.runs.runlog import RunLogger
 from bufcore.stats.td_ema import TDStatsEMA
 from bufcore.stats.td_weighting import TDWeighting
@@ -69,6 +76,19 @@ class DemoResult:
     mean_emd: list[float]
     last_emd: dict[int, float]
     last_priority: dict[int, float]
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run on one torch thread, then restore the count: a reduction split over threads rounds
+    differently, so records would depend on the machine's cores; the demo's small tensors are
+    also faster on one thread (no handoffs)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _seeds(seed: int) -> dict[str, int]:
@@ -103,9 +123,23 @@ def run_demo(
             ``motions/`` and ``checkpoint/`` (see :func:`check_run_dir`); nothing is written
             then.
         NotADirectoryError: ``run_dir`` is a file.
+        ValueError: the buffers would not fit in this machine's memory (nothing is written).
     """
     run = Path(run_dir)
+    check_memory(options)
     check_run_dir(run)
+    with _one_thread():
+        return _run(run, options, progress, clock, sleep)
+
+
+def _run(
+    run: Path,
+    options: DemoOptions,
+    progress: Progress | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> DemoResult:
+    """The run itself, once its directory and options passed (see :func:`run_demo`)."""
     seeds = _seeds(options.seed)
     motions = make_motions(
         options.motions,

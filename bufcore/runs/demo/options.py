@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from bufcore.checks import check_int, check_real
+from bufcore.checks import check_int, check_real, check_seed
 from bufcore.curriculum.priorities import PriorityOptions
 
 
@@ -20,7 +20,8 @@ class DemoOptions:
             envs``).
         motions: Expert motions.
         envs: Parallel tracking environments.
-        capacity: Time rows of the online buffer (it wraps when ``steps`` exceeds this).
+        capacity: Time rows of the online buffer (it wraps when ``steps`` exceeds this); more
+            than ``seq_length``.
         z_capacity: Vectors the z buffer keeps.
         dim: State dimension of a motion frame.
         z_dim: Length of ``z``.
@@ -46,7 +47,8 @@ class DemoOptions:
         live_seconds: When set, the run is paced to last about this long (``--live``).
 
     Raises:
-        ValueError: a count below its minimum, ``min_length <= seq_length``,
+        ValueError: a count below its minimum, ``capacity <= seq_length``, a seed no
+            ``torch.Generator`` takes, ``min_length <= seq_length``,
             ``max_length < min_length``, ``batch_size`` not a multiple of ``seq_length``, a
             probability outside ``[0, 1]``, or curriculum options :class:`PriorityOptions`
             refuses.
@@ -82,8 +84,9 @@ class DemoOptions:
     live_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        check_int(self.seed, "seed")
-        for name in ("steps", "motions", "envs", "capacity", "z_capacity", "dim", "z_dim",
+        check_int(self.seed, "seed")  # an int, not None: the run is always seeded
+        check_seed(self.seed)
+        for name in ("steps", "motions", "envs", "z_capacity", "dim", "z_dim",
                      "seq_length", "batch_size", "update_every", "eval_every",
                      "checkpoint_every"):
             check_int(getattr(self, name), name, minimum=1)
@@ -91,6 +94,8 @@ class DemoOptions:
         # Every motion must hold an expert window and the frame after it.
         check_int(self.min_length, "min_length", minimum=self.seq_length + 1)
         check_int(self.max_length, "max_length", minimum=self.min_length)
+        # An episode is cut at the buffer's length; sampling needs a window and its next row.
+        check_int(self.capacity, "capacity", minimum=self.seq_length + 1)
         if self.batch_size % self.seq_length:
             raise ValueError(
                 f"batch_size: expected a multiple of seq_length {self.seq_length}, "
@@ -105,6 +110,15 @@ class DemoOptions:
         if self.live_seconds is not None:
             check_real(self.live_seconds, "live_seconds", minimum=0.0)
         PriorityOptions(self.min_val, self.max_val, self.scale, self.mode)  # type: ignore[arg-type]
+
+    def buffer_bytes(self) -> int:
+        """Bytes the online buffer (``envs x capacity`` rows) and the z buffer hold when full.
+
+        An online row holds the state, target and action (``dim`` floats each), ``z``, the
+        reward, and two flags.
+        """
+        row = 4 * (3 * self.dim + self.z_dim + 1) + 2
+        return self.envs * self.capacity * row + self.z_capacity * self.z_dim * 4
 
     def to_json(self) -> dict[str, Any]:
         """Every option by name, as logged in the ``run`` record and ``run.json``."""

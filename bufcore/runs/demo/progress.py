@@ -37,6 +37,7 @@ class Progress:
         self._drawn_at = -1.0
         self._tenth = -1
         self._last = ""
+        self._closed = False
 
     def update(self, done: int, status: str) -> None:
         """Show that ``done`` of ``total`` steps are done, with ``status`` after the bar."""
@@ -61,7 +62,8 @@ class Progress:
         return f"[{bar}] {done}/{self.total} steps, {now - self.started:5.1f} s, {status}"
 
     def close(self) -> None:
-        """End the bar's line on a terminal."""
-        if self._interactive:
+        """End the bar's line (on a terminal); idempotent."""
+        if self._interactive and not self._closed:
             self.stream.write("\n")
             self.stream.flush()
+        self._closed = True

@@ -7,6 +7,8 @@ refused directory is left exactly as it was.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import torch
 
 from bufcore.errors import CorruptFileError
 from bufcore.persist.episodes import save_episodes, write_motion_list
+from bufcore.persist.jsonl import read_lines
 from bufcore.persist.run_checkpoint import (
     CHECKPOINT_DIR,
     METRICS_FILE,
@@ -21,7 +24,8 @@ from bufcore.persist.run_checkpoint import (
     replaceable_run_checkpoint,
 )
 from bufcore.runs.demo.motions import Motion
-from bufcore.runs.runlog import read_metrics
+from bufcore.runs.demo.options import DemoOptions
+from bufcore.runs.inspect import human_bytes
 
 # Marks what the demo wrote (its first log record and run.json), so that it replaces only a
 # previous demo run, never a run of yours logged with RunLogger and save_run_checkpoint.
@@ -39,13 +43,16 @@ def check_run_dir(run: Path) -> None:
 
     Raises:
         NotADirectoryError: ``run`` exists and is not a directory.
-        FileExistsError: it holds an entry a demo run does not write, or one of the demo's
-            names holds something else: ``metrics.jsonl`` not a regular file, ``motions/``
-            not a directory of motion files and ``motions.txt``, ``checkpoint/`` not a run
-            checkpoint (or a symbolic link in place of any of them), or a log or run
-            checkpoint that another program wrote (not marked ``"writer": "bufcore demo"``).
+        FileExistsError: ``run`` is a dangling symbolic link; it holds an entry a demo run
+            does not write; or one of the demo's names holds something else:
+            ``metrics.jsonl`` not a regular file or not a demo log, ``motions/`` not a
+            directory of motion files and ``motions.txt``, ``checkpoint/`` not a run
+            checkpoint or not the demo's (its ``run.json`` lacks ``"writer": "bufcore demo"``),
+            or a symbolic link in place of any of them.
     """
     if not run.exists():
+        if run.is_symlink():
+            raise FileExistsError(f"{run}: a symbolic link to {os.readlink(run)}, which is missing")
         return
     if not run.is_dir():
         raise NotADirectoryError(f"{run}: not a directory")
@@ -80,9 +87,15 @@ def _is_file(path: Path) -> bool:
 def _is_demo_log(path: Path) -> bool:
     if not _is_file(path):
         return False
-    records, _ = read_metrics(path, problems=[])
     # An empty log (a run stopped before its first record) holds nothing to lose.
-    return not records or (records[0]["kind"] == "run" and records[0].get("writer") == WRITER)
+    if path.stat().st_size == 0:
+        return True
+    try:
+        lines = read_lines(path, 0, max_bytes=1).lines  # the first line only, however long
+        first = json.loads(lines[0].data) if lines and lines[0].data is not None else None
+    except (ValueError, OSError):
+        return False
+    return isinstance(first, dict) and first.get("kind") == "run" and first.get("writer") == WRITER
 
 
 def _is_motions_dir(path: Path) -> bool:
@@ -125,3 +138,27 @@ def write_motions(directory: Path, motions: list[Motion]) -> Path:
         names.append(name)
     write_motion_list(directory / MOTION_LIST, names)
     return directory / MOTION_LIST
+
+
+def check_memory(options: DemoOptions) -> None:
+    """Refuse options whose buffers alone would not fit in this machine's memory.
+
+    Raises:
+        ValueError: ``envs x capacity`` rows (plus the z buffer) need more bytes than the
+            machine has (the message gives both).
+    """
+    need = options.buffer_bytes()
+    have = _physical_memory()
+    if have is not None and need > have:
+        raise ValueError(
+            f"envs x capacity: {options.envs} x {options.capacity} rows need about "
+            f"{human_bytes(need)} of buffer memory, more than this machine's "
+            f"{human_bytes(have)}; lower --envs or --capacity"
+        )
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None  # not known here: nothing to refuse against

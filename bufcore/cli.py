@@ -32,7 +32,7 @@ INPUT_ERRORS = (OSError, ValueError, KeyPathError, MemoryError)
 
 DEMO_EXAMPLE = """\
 examples:
-  bufcore demo --out runs/demo                 # about 10 s on 2 cores
+  bufcore demo --out runs/demo                 # about 5 s on 2 cores
   bufcore demo --out runs/demo --live          # paced to last ~5 minutes, for a dashboard
   bufcore demo --out runs/try --seed 3 --mode bin --steps 3000
 """

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from bufcore.persist.manifest import manifest_checksum
+from bufcore.runs.demo import DemoOptions
 from bufcore.sampling.windows import TrajectoryTable, window_counts
 
 # CUDA cases run wherever a GPU is present (the device check machine); CPU runs everywhere.
@@ -66,3 +67,10 @@ def rewrite_file(checkpoint: Path, name: str, raw: bytes) -> None:
         manifest["files"][name] = {"sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}
 
     reseal(checkpoint, point_at)
+
+
+# A demo run of a fraction of a second: 60 steps of 4 envs over 3 short motions.
+TINY_DEMO = DemoOptions(
+    steps=60, motions=3, envs=4, capacity=30, z_capacity=64, eval_every=30, min_length=12,
+    max_length=30, batch_size=64,
+)

@@ -14,13 +14,11 @@ from bufcore import TrajectoryDictBuffer, TrajectoryDictBufferMultiDim, ZBuffer,
 from bufcore.persist.run_checkpoint import read_run_state
 from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
 from bufcore.runs.demo.progress import Progress
+from tests.support import TINY_DEMO
 
 # Small enough to run in a couple of seconds, big enough for the agent to learn.
 SMALL = DemoOptions(steps=400, motions=8, envs=16, capacity=200, eval_every=100, max_length=120)
-TINY = DemoOptions(
-    steps=60, motions=3, envs=4, capacity=30, z_capacity=64, eval_every=30, min_length=12,
-    max_length=30, batch_size=64,
-)
+TINY = TINY_DEMO
 
 
 def records(run: Path) -> list[dict[str, Any]]:

@@ -10,11 +10,9 @@ import pytest
 from bufcore import RunLogger, ZBuffer
 from bufcore.persist.run_checkpoint import save_run_checkpoint
 from bufcore.runs.demo import DemoOptions, run_demo
+from tests.support import TINY_DEMO
 
-TINY = DemoOptions(
-    steps=60, motions=3, envs=4, capacity=30, z_capacity=64, eval_every=30, min_length=12,
-    max_length=30, batch_size=64,
-)
+TINY = TINY_DEMO
 
 
 def tree(root: Path) -> dict[str, bytes | None]:

@@ -38,6 +38,7 @@ from bufcore.buffers.motions import load_expert_trajectories
 from bufcore.buffers.online import TrajectoryDictBufferMultiDim
 from bufcore.buffers.zbuffer import ZBuffer
 from bufcore.curriculum.curriculum import Curriculum
+from bufcore.curriculum.history import Round
 from bufcore.curriculum.transport import emd
 from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, save_run_checkpoint
 from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy, ValueFunction
@@ -212,7 +213,7 @@ def _run(
     last = curriculum.history[-1]
     return DemoResult(
         run_dir=run,
-        mean_emd=list(loop.mean_emd),
+        mean_emd=loop.mean_emd(),
         last_emd=dict(last.emd),
         last_priority=dict(zip(expert.motion_ids, expert.priorities.tolist(), strict=True)),
     )
@@ -228,6 +229,10 @@ def _run_record(options: DemoOptions, motions: list[Motion]) -> dict[str, Any]:
             "difficulty": [round(m.difficulty, 6) for m in motions],
         },
     }
+
+
+def _mean_emd(round_: Round) -> float:
+    return sum(round_.emd.values()) / len(round_.emd)
 
 
 class _Loop:
@@ -254,13 +259,17 @@ class _Loop:
         self.curriculum, self.encoder = curriculum, encoder
         self.policy, self.value, self.weighting = policy, value, weighting
         self.bank, self.envs, self.generator = bank, envs, generator
-        self.mean_emd: list[float] = []
         self.episodes = 0
+
+    def mean_emd(self) -> list[float]:
+        """Mean EMD over motions, one per curriculum round so far."""
+        return [_mean_emd(r) for r in self.curriculum.history]
 
     def status(self) -> str:
         """The progress bar's text: rounds so far and the last mean EMD."""
-        last = f"mean EMD {self.mean_emd[-1]:.3f}" if self.mean_emd else "no eval yet"
-        return f"round {len(self.mean_emd)}, {last}"
+        curve = self.mean_emd()
+        last = f"mean EMD {curve[-1]:.3f}" if curve else "no eval yet"
+        return f"round {len(curve)}, {last}"
 
     def env_step(self, step: int, logger: RunLogger) -> None:
         """Step every env, then update, log, evaluate and checkpoint when they are due."""
@@ -274,7 +283,7 @@ class _Loop:
             logger.log("buffer", step, self.buffer_record(step))
         if step % options.eval_every == 0 or step == options.steps:
             logger.log("eval", step, self.evaluate(step))
-            rounds = len(self.mean_emd)
+            rounds = len(self.curriculum.history)
             if rounds % options.checkpoint_every == 0 or step == options.steps:
                 logger.log("checkpoint", step, self.checkpoint(step))
 
@@ -346,11 +355,10 @@ class _Loop:
         round_ = self.curriculum.apply(emds, step=step)
         probability = self.expert.priorities.double()
         entropy = float(-(probability * probability.clamp(min=1e-30).log()).sum())
-        mean = sum(emds.values()) / len(emds)
-        self.mean_emd.append(mean)
+        mean = _mean_emd(round_)
         ids = self.expert.motion_ids
         return {
-            "round": len(self.mean_emd),
+            "round": len(self.curriculum.history),
             "motion_ids": ids,
             "emd": [round_.emd[m] for m in ids],
             "priority": [round_.priority[m] for m in ids],
@@ -370,7 +378,7 @@ class _Loop:
             state={
                 "writer": WRITER,
                 "step": step,
-                "round": len(self.mean_emd),
+                "round": len(self.curriculum.history),
                 "seed": self.options.seed,
                 "options": self.options.to_json(),
                 "curriculum": self.curriculum.state_dict(),
@@ -382,5 +390,5 @@ class _Loop:
                 },
             },
         )
-        return {"round": len(self.mean_emd), "path": CHECKPOINT_DIR,
+        return {"round": len(self.curriculum.history), "path": CHECKPOINT_DIR,
                 "buffers": ["train", "expert", "z"]}

@@ -378,3 +378,24 @@ def test_the_run_computes_on_one_torch_thread_and_restores_the_count_after(
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_each_update_adds_the_expert_z_and_as_many_random_z_to_the_z_buffer(
+    small_run: DemoResult,
+) -> None:
+    first = next(r for r in records(small_run.run_dir) if r["kind"] == "buffer")
+    windows = SMALL.batch_size // SMALL.seq_length
+    updates = sum(
+        1 for step in range(1, first["step"] + 1)
+        if step % SMALL.update_every == 0 and step > SMALL.seq_length
+    )
+    assert first["z"]["len"] == min(2 * windows * updates, SMALL.z_capacity)
+
+
+def test_run_state_holds_the_agent_weights(small_run: DemoResult) -> None:
+    agent = read_run_state(small_run.run_dir / "checkpoint")["agent"]
+    z_dim, dim = SMALL.z_dim, SMALL.dim
+    assert torch.tensor(agent["backward_map"]).shape == (SMALL.seq_length * dim, z_dim)
+    assert torch.tensor(agent["policy"]["weight"]).shape == (z_dim + dim + 1, dim)
+    assert torch.tensor(agent["value"]["weight"]).shape == (2 * dim + z_dim + 1,)
+    assert torch.tensor(agent["policy"]["weight"]).abs().sum() > 0  # it learned something

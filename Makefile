@@ -38,7 +38,7 @@ demo: $(VENV)/.core-$(KEY)
 
 lint: $(VENV)/.test-$(KEY)
 	$(BIN)/ruff check .
-	$(BIN)/mypy bufcore
+	$(BIN)/mypy bufcore app
 
 # pytest exits 5 when it collected no test; make treats that as the failure it is.
 test: lint

@@ -34,6 +34,10 @@ from bufcore.persist.run_summary import (
 from bufcore.persist.summary import CheckpointSummary, summarize_checkpoint
 from bufcore.tree import format_key_path
 
+BUFFER_CHECKPOINT = "buffer checkpoint"
+RUN_CHECKPOINT = "run checkpoint"
+RUN_DIRECTORY = "run directory"
+BFM_ZERO_WORKDIR = "BFM-Zero work directory"
 _WHAT = (
     "expected a buffer checkpoint (config.json), a run directory (metrics.jsonl or "
     "checkpoint/), a run checkpoint (run.json or buffers/) or a BFM-Zero work directory "
@@ -81,25 +85,42 @@ def inspect_path(path: str | os.PathLike[str], *, verify: bool = False) -> Inspe
         raise FileNotFoundError(f"{root}: no such file or directory")
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory; {_WHAT}")
-    if any(_exists(root / name) for name in (CONFIG, PAYLOAD, MANIFEST)):
+    kind = source_kind(root)
+    if kind is None:
+        raise ValueError(f"{root}: {_WHAT}")
+    if kind == BUFFER_CHECKPOINT:
         summary = summarize_checkpoint(root, verify=verify)
-        return Inspection(root, "buffer checkpoint", ((root.name, summary),))
-    if _is_run_checkpoint(root):
-        return Inspection(root, "run checkpoint", *_checkpoint(root, verify))
+        return Inspection(root, kind, ((root.name, summary),))
+    if kind == RUN_CHECKPOINT:
+        return Inspection(root, kind, *_checkpoint(root, verify))
     checkpoint = root / CHECKPOINT_DIR
     has_checkpoint = checkpoint.is_dir() and _is_run_checkpoint(checkpoint)
-    has_metrics = _exists(root / METRICS_FILE)
-    if not (has_checkpoint or has_metrics):
-        raise ValueError(f"{root}: {_WHAT}")
     buffers, run = _checkpoint(checkpoint, verify) if has_checkpoint else ((), None)
-    bfm_zero = run is None and not has_metrics
+    has_metrics = _exists(root / METRICS_FILE)
     return Inspection(
-        root,
-        "BFM-Zero work directory" if bfm_zero else "run directory",
-        buffers,
-        run,
-        summarize_metrics(root) if has_metrics else None,
+        root, kind, buffers, run, summarize_metrics(root) if has_metrics else None
     )
+
+
+def source_kind(path: Path) -> str | None:
+    """What the directory ``path`` is, judged by its entry names alone (nothing is opened).
+
+    Returns:
+        :data:`BUFFER_CHECKPOINT`, :data:`RUN_CHECKPOINT`, :data:`RUN_DIRECTORY`,
+        :data:`BFM_ZERO_WORKDIR`, or None when it is none of them (or not a directory).
+    """
+    if not path.is_dir():
+        return None
+    if any(_exists(path / name) for name in (CONFIG, PAYLOAD, MANIFEST)):
+        return BUFFER_CHECKPOINT
+    if _is_run_checkpoint(path):
+        return RUN_CHECKPOINT
+    checkpoint = path / CHECKPOINT_DIR
+    has_checkpoint = checkpoint.is_dir() and _is_run_checkpoint(checkpoint)
+    has_metrics = _exists(path / METRICS_FILE)
+    if has_metrics or (has_checkpoint and _exists(checkpoint / RUN_STATE)):
+        return RUN_DIRECTORY
+    return BFM_ZERO_WORKDIR if has_checkpoint else None
 
 
 def _exists(path: Path) -> bool:
@@ -116,14 +137,22 @@ def _checkpoint(
 ) -> tuple[tuple[tuple[str, CheckpointSummary], ...], RunCheckpointSummary | None]:
     """The buffers under ``checkpoint/buffers/`` and run.json's summary."""
     run = summarize_run_checkpoint(checkpoint) if _exists(checkpoint / RUN_STATE) else None
-    folder = checkpoint / BUFFERS
-    names = sorted(
-        entry.name
-        for entry in (folder.iterdir() if folder.is_dir() else ())
-        # Hidden entries are a save's staging directories; files are not buffers.
-        if entry.is_dir() and not entry.name.startswith(".")
+    buffers = tuple(
+        (folder.name, summarize_checkpoint(folder, verify=verify))
+        for folder in buffer_dirs(checkpoint)
     )
-    return tuple((name, summarize_checkpoint(folder / name, verify=verify)) for name in names), run
+    return buffers, run
+
+
+def buffer_dirs(checkpoint: Path) -> list[Path]:
+    """The buffer checkpoint directories under ``checkpoint/buffers/``, by name."""
+    folder = checkpoint / BUFFERS
+    return sorted(
+        (entry for entry in (folder.iterdir() if folder.is_dir() else ())
+         # Hidden entries are a save's staging directories; files are not buffers.
+         if entry.is_dir() and not entry.name.startswith(".")),
+        key=lambda entry: entry.name,
+    )
 
 
 # ------------------------------------------------------------------------------ output
@@ -139,7 +168,7 @@ def human_bytes(count: int) -> str:
 
 def render(inspection: Inspection) -> list[str]:
     """The inspection as text lines: a header, then the run, its log and each buffer."""
-    if inspection.kind == "buffer checkpoint":
+    if inspection.kind == BUFFER_CHECKPOINT:
         return _buffer_lines(*inspection.buffers[0])
     lines = [f"{inspection.kind}: {inspection.path}"]
     if inspection.metrics is not None:

@@ -1,0 +1,39 @@
+"""The dashboard's entry script: ``streamlit run app/main.py`` (or ``python -m app``).
+
+``streamlit run`` puts only this file's folder on ``sys.path``, so the repository root is added
+first: the pages import ``app`` and ``bufcore`` from it. Then ``st.navigation`` runs the chosen
+page from ``pages/``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+PAGES = ROOT / "pages"
+
+st.set_page_config(page_title="bufcore dashboard", layout="wide")
+page = st.navigation(
+    {
+        "Buffers": [
+            st.Page(PAGES / "overview.py", title="Overview", default=True),
+            st.Page(PAGES / "fifo.py", title="FIFO occupancy"),
+            st.Page(PAGES / "trajectories.py", title="Trajectories"),
+            st.Page(PAGES / "sampling_lab.py", title="Sampling lab"),
+            st.Page(PAGES / "z_buffer.py", title="Z-buffer"),
+        ],
+        "Training": [
+            st.Page(PAGES / "curriculum.py", title="Curriculum"),
+            st.Page(PAGES / "td_ema.py", title="TD-EMA"),
+            st.Page(PAGES / "live.py", title="Live"),
+            st.Page(PAGES / "compare.py", title="Compare"),
+        ],
+    }
+)
+page.run()

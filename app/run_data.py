@@ -1,0 +1,161 @@
+"""One source's contents for the pages: buffer summaries, run.json and the metrics log.
+
+Unlike ``bufcore inspect``, which stops at the first damaged file, the dashboard shows what it
+can: each part is read on its own and a part that cannot be read carries its error message
+(naming the file) instead of a summary, so one corrupt buffer never hides the others. Nothing
+here reads buffer rows: summaries read metadata only (:mod:`bufcore.persist.summary`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bufcore import KeyPathError, read_metrics
+from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, METRICS_FILE, RUN_STATE
+from bufcore.persist.run_summary import (
+    MetricsSummary,
+    RunCheckpointSummary,
+    summarize_metrics,
+    summarize_run_checkpoint,
+)
+from bufcore.persist.summary import CheckpointSummary, summarize_checkpoint
+from bufcore.runs.inspect import BUFFER_CHECKPOINT, RUN_CHECKPOINT, buffer_dirs, source_kind
+
+# What reading a damaged or unexpected file raises (CorruptFileError is a ValueError).
+READ_ERRORS = (OSError, ValueError, KeyPathError, MemoryError)
+
+
+@dataclass(frozen=True)
+class BufferEntry:
+    """One buffer checkpoint of a source.
+
+    Attributes:
+        name: Its directory name (``train``, ``expert``, ``z``, ...).
+        path: The directory.
+        summary: What it holds, or None when it could not be read.
+        error: Why it could not be read (names the file), or None.
+    """
+
+    name: str
+    path: Path
+    summary: CheckpointSummary | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceData:
+    """Everything the Overview shows about one source.
+
+    Attributes:
+        path: The source directory.
+        kind: What it is (see :func:`bufcore.runs.inspect.source_kind`).
+        buffers: Its buffers, by name.
+        run: ``checkpoint/run.json``'s summary, or None.
+        metrics: ``metrics.jsonl``'s summary, or None.
+        errors: Messages for the parts besides buffers that could not be read.
+    """
+
+    path: Path
+    kind: str
+    buffers: tuple[BufferEntry, ...]
+    run: RunCheckpointSummary | None
+    metrics: MetricsSummary | None
+    errors: tuple[str, ...]
+
+    def buffer(self, name: str) -> BufferEntry | None:
+        """The buffer called ``name``, or None."""
+        return next((entry for entry in self.buffers if entry.name == name), None)
+
+
+def checkpoint_dir(path: Path) -> Path | None:
+    """The run checkpoint directory of a source (itself for a run checkpoint), or None."""
+    kind = source_kind(path)
+    if kind == RUN_CHECKPOINT:
+        return path
+    if kind is None or kind == BUFFER_CHECKPOINT:
+        return None
+    return path / CHECKPOINT_DIR
+
+
+def read_source(path: Path) -> SourceData:
+    """Summarize the source at ``path`` part by part (never raises for a damaged part).
+
+    Raises:
+        ValueError: ``path`` is not a source at all (the message says what was expected).
+    """
+    kind = source_kind(path)
+    if kind is None:
+        raise ValueError(
+            f"{path}: not a run directory, run checkpoint, buffer checkpoint or BFM-Zero work "
+            "directory (expected metrics.jsonl, checkpoint/, run.json, buffers/ or config.json)"
+        )
+    if kind == BUFFER_CHECKPOINT:
+        return SourceData(path, kind, (_buffer(path),), None, None, ())
+    errors: list[str] = []
+    checkpoint = checkpoint_dir(path)
+    run = None
+    buffers: tuple[BufferEntry, ...] = ()
+    if checkpoint is not None and checkpoint.is_dir():
+        buffers = tuple(_buffer(folder) for folder in buffer_dirs(checkpoint))
+        if (checkpoint / RUN_STATE).exists():
+            try:
+                run = summarize_run_checkpoint(checkpoint)
+            except READ_ERRORS as err:
+                errors.append(str(err))
+    metrics = None
+    if (path / METRICS_FILE).exists():
+        try:
+            metrics = summarize_metrics(path)
+        except READ_ERRORS as err:
+            errors.append(str(err))
+    return SourceData(path, kind, buffers, run, metrics, tuple(errors))
+
+
+def _buffer(folder: Path) -> BufferEntry:
+    try:
+        return BufferEntry(folder.name, folder, summarize_checkpoint(folder))
+    except READ_ERRORS as err:
+        return BufferEntry(folder.name, folder, None, str(err))
+
+
+@dataclass(frozen=True)
+class MetricsLog:
+    """The valid records of a metrics log, read from the start.
+
+    Attributes:
+        records: Every valid record, in file order.
+        problems: One message per line skipped (torn, not JSON, not a record), naming the
+            file and byte offset.
+        offset: Byte offset after the last complete line (where a live reader continues).
+    """
+
+    records: tuple[dict[str, Any], ...]
+    problems: tuple[str, ...]
+    offset: int
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        """The records whose ``kind`` is ``kind``, in order."""
+        return [record for record in self.records if record["kind"] == kind]
+
+
+def read_log(path: Path) -> MetricsLog:
+    """Every valid record of the ``metrics.jsonl`` at ``path`` (a missing file: none).
+
+    Raises:
+        OSError: the file exists but cannot be read.
+        ValueError: ``path`` is not a regular file.
+    """
+    records: list[dict[str, Any]] = []
+    problems: list[str] = []
+    offset = 0
+    while True:
+        batch, end = read_metrics(path, offset, problems=problems)
+        if end < offset:  # replaced while reading: start over
+            records, problems, offset = [], [], 0
+            continue
+        records += batch
+        if end == offset:
+            return MetricsLog(tuple(records), tuple(problems), offset)
+        offset = end

@@ -1,0 +1,151 @@
+"""Widgets and cached loaders every page shares (the one module of app/ besides main that
+imports Streamlit).
+
+State that a teammate's link should reproduce (source, buffer, seed, sizes, knobs) lives in
+widgets bound to the URL's query parameters (``bind="query-params"``, the key is the
+parameter's name). Cached loaders take the resolved path and its
+:func:`~app.fingerprint.fingerprint`, so a cache entry goes stale when a file changes; they
+return immutable summaries or fresh numpy arrays, never objects the page could mutate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from app.fingerprint import Fingerprint, fingerprint
+from app.run_data import READ_ERRORS, MetricsLog, SourceData, read_log, read_source
+from app.sources import DashboardConfig, OutsideRootsError, Source, discover, resolve_under_roots
+from bufcore.persist.run_checkpoint import METRICS_FILE
+
+# Query-parameter names (also the widget keys).
+SOURCE_KEY = "run"
+BUFFER_KEY = "buffer"
+OPEN_KEY = "open_path"
+
+
+def dashboard_config() -> DashboardConfig:
+    """The run directories and roots the dashboard was started with."""
+    return DashboardConfig.from_environment()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _cached_source(path: str, key: Fingerprint) -> SourceData:
+    del key  # part of the cache key only
+    return read_source(Path(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _cached_log(path: str, key: Fingerprint) -> MetricsLog:
+    del key
+    return read_log(Path(path))
+
+
+def load_source(path: Path) -> SourceData:
+    """The source's summaries, cached until a file under it changes (the log excluded)."""
+    return _cached_source(str(path), fingerprint(path, skip=(METRICS_FILE,)))
+
+
+def load_log(path: Path) -> MetricsLog:
+    """The source's metrics log, cached until the file changes."""
+    log = path / METRICS_FILE
+    return _cached_log(str(log), fingerprint(log))
+
+
+def choose_source() -> Source | None:
+    """The sidebar's source picker; None (with a message drawn) when there is nothing to show.
+
+    The picked source is bound to the ``run`` query parameter. A path typed under "Open a
+    path" must resolve inside the dashboard's roots.
+    """
+    config = dashboard_config()
+    sources = discover(config)
+    typed = st.sidebar.text_input(
+        "Open a path",
+        key=OPEN_KEY,
+        placeholder="runs/exp1 or a checkpoint directory",
+        help="Any run directory, run checkpoint, buffer checkpoint or BFM-Zero work directory "
+        "inside the dashboard's roots: " + ", ".join(map(str, config.roots)),
+    )
+    if typed:
+        opened = _open_typed(typed, config)
+        if opened is not None:
+            sources = [opened, *(s for s in sources if s.path != opened.path)]
+    if not sources:
+        roots = ", ".join(map(str, config.roots))
+        st.info(
+            f"No runs found under {roots}. Start one with `bufcore demo --out runs/demo --live` "
+            "or open a path in the sidebar."
+        )
+        return None
+    labels = [source.label for source in sources]
+    label = st.sidebar.selectbox(
+        "Run or checkpoint",
+        labels,
+        key=SOURCE_KEY,
+        bind="query-params",
+        help="Everything found under the roots; the choice is kept in the page's URL.",
+    )
+    return sources[labels.index(label)] if label in labels else sources[0]
+
+
+def _open_typed(typed: str, config: DashboardConfig) -> Source | None:
+    from bufcore.runs.inspect import source_kind
+
+    try:
+        path = resolve_under_roots(typed, config.roots)
+    except (OutsideRootsError, ValueError) as err:
+        st.sidebar.error(str(err))
+        return None
+    kind = source_kind(path)
+    if kind is None:
+        st.sidebar.error(
+            f"{path}: not a run directory, run checkpoint, buffer checkpoint or BFM-Zero work "
+            "directory"
+        )
+        return None
+    return Source(path, kind, typed.strip())
+
+
+def source_data(source: Source) -> SourceData | None:
+    """The source's summaries, or None with the error drawn."""
+    try:
+        return load_source(source.path)
+    except READ_ERRORS as err:
+        st.error(str(err))
+        return None
+
+
+def choose_buffer(data: SourceData, *, kinds: Sequence[str] = (), label: str = "Buffer") -> Any:
+    """A picker over the source's readable buffers (optionally only the given kinds).
+
+    Returns:
+        The chosen :class:`~app.run_data.BufferEntry`, or None (a message drawn) when none fits.
+    """
+    entries = [
+        entry for entry in data.buffers
+        if entry.summary is not None and (not kinds or entry.summary.kind in kinds)
+    ]
+    for entry in data.buffers:
+        if entry.error is not None:
+            st.warning(f"buffer {entry.name!r} cannot be read: {entry.error}")
+    if not entries:
+        wanted = " or ".join(kinds) if kinds else "buffer"
+        st.info(f"{data.path}: no readable {wanted} checkpoint here.")
+        return None
+    names = [entry.name for entry in entries]
+    name = st.selectbox(label, names, key=BUFFER_KEY, bind="query-params")
+    return entries[names.index(name)] if name in names else entries[0]
+
+
+def show_problems(problems: Sequence[str], *, what: str) -> None:
+    """A collapsed warning listing the lines or files that were skipped."""
+    if problems:
+        with st.expander(f"{len(problems)} {what} skipped", expanded=False):
+            for problem in problems[:50]:
+                st.text(problem)
+            if len(problems) > 50:
+                st.text(f"... and {len(problems) - 50} more")

@@ -14,12 +14,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import streamlit as st
 
 from app.fingerprint import Fingerprint, fingerprint
 from app.run_data import READ_ERRORS, MetricsLog, SourceData, read_log, read_source
 from app.sources import DashboardConfig, OutsideRootsError, Source, discover, resolve_under_roots
+from bufcore import load_buffer
 from bufcore.persist.run_checkpoint import METRICS_FILE
+
+# session_state key of the re-prioritized expert priorities (Curriculum page -> Sampling lab).
+REPRIORITIZED = "reprioritized"
 
 # Query-parameter names (also the widget keys).
 SOURCE_KEY = "run"
@@ -149,3 +154,37 @@ def show_problems(problems: Sequence[str], *, what: str) -> None:
                 st.text(problem)
             if len(problems) > 50:
                 st.text(f"... and {len(problems) - 50} more")
+
+
+@st.cache_resource(show_spinner="Loading the buffer...", max_entries=4)
+def _cached_buffer(path: str, key: Fingerprint) -> Any:
+    del key
+    return load_buffer(path, device="cpu")
+
+
+def loaded_buffer(path: Path) -> Any:
+    """The buffer checkpoint at ``path``, loaded once per version and shared by sessions.
+
+    Callers must not mutate it: sample with ``generator=`` (the buffer's own stream stays put)
+    and apply changes to a copy.
+
+    Raises:
+        Whatever :func:`bufcore.load_buffer` raises for a damaged checkpoint (READ_ERRORS).
+    """
+    return _cached_buffer(str(path), fingerprint(path))
+
+
+def session_priorities(buffer_path: Path) -> np.ndarray | None:
+    """Priorities the Curriculum page applied to this session's copy of an expert buffer."""
+    stored = st.session_state.get(REPRIORITIZED, {}).get(str(buffer_path))
+    return None if stored is None else np.array(stored, dtype=np.float64)
+
+
+def set_session_priorities(buffer_path: Path, priorities: np.ndarray | None) -> None:
+    """Keep (or with None, drop) re-prioritized priorities for this session's copy."""
+    copies = dict(st.session_state.get(REPRIORITIZED, {}))
+    if priorities is None:
+        copies.pop(str(buffer_path), None)
+    else:
+        copies[str(buffer_path)] = np.array(priorities, dtype=np.float64)
+    st.session_state[REPRIORITIZED] = copies

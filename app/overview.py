@@ -79,16 +79,19 @@ def latest_records(log: MetricsLog) -> dict[str, dict[str, Any]]:
     return {kind: latest[kind] for kind in LATEST_KINDS if kind in latest}
 
 
-def scalar_items(record: dict[str, Any]) -> list[tuple[str, float | int | str | bool]]:
-    """The record's scalar fields besides ``kind`` and ``time``, nested ones as ``a/b``."""
-    items: list[tuple[str, float | int | str | bool]] = []
+def scalar_items(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """The record's numeric and boolean fields besides ``time``, nested ones as ``a/b``, with
+    their values as text (floats to 6 significant digits)."""
+    items: list[tuple[str, str]] = []
 
     def walk(prefix: str, value: Any) -> None:
         if isinstance(value, dict):
             for key, inner in value.items():
                 walk(f"{prefix}/{key}" if prefix else str(key), inner)
-        elif isinstance(value, (int, float, str, bool)) and prefix not in ("kind", "time"):
-            items.append((prefix, value))
+        elif isinstance(value, float) and prefix != "time":
+            items.append((prefix, f"{value:.6g}"))
+        elif isinstance(value, (int, bool)):
+            items.append((prefix, str(value)))
 
     walk("", record)
     return items

@@ -54,6 +54,7 @@ class SourceData:
         buffers: Its buffers, by name.
         run: ``checkpoint/run.json``'s summary, or None.
         metrics: ``metrics.jsonl``'s summary, or None.
+        has_log: Whether the source has a ``metrics.jsonl`` (even one whose summary failed).
         errors: Messages for the parts besides buffers that could not be read.
     """
 
@@ -62,6 +63,7 @@ class SourceData:
     buffers: tuple[BufferEntry, ...]
     run: RunCheckpointSummary | None
     metrics: MetricsSummary | None
+    has_log: bool
     errors: tuple[str, ...]
 
     def buffer(self, name: str) -> BufferEntry | None:
@@ -92,7 +94,7 @@ def read_source(path: Path) -> SourceData:
             "directory (expected metrics.jsonl, checkpoint/, run.json, buffers/ or config.json)"
         )
     if kind == BUFFER_CHECKPOINT:
-        return SourceData(path, kind, (_buffer(path),), None, None, ())
+        return SourceData(path, kind, (_buffer(path),), None, None, False, ())
     errors: list[str] = []
     checkpoint = checkpoint_dir(path)
     run = None
@@ -105,12 +107,13 @@ def read_source(path: Path) -> SourceData:
             except READ_ERRORS as err:
                 errors.append(str(err))
     metrics = None
-    if (path / METRICS_FILE).exists():
+    has_log = (path / METRICS_FILE).exists()
+    if has_log:
         try:
             metrics = summarize_metrics(path)
         except READ_ERRORS as err:
             errors.append(str(err))
-    return SourceData(path, kind, buffers, run, metrics, tuple(errors))
+    return SourceData(path, kind, buffers, run, metrics, has_log, tuple(errors))
 
 
 def _buffer(folder: Path) -> BufferEntry:

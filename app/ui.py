@@ -55,9 +55,16 @@ def load_source(path: Path) -> SourceData:
 
 
 def load_log(path: Path) -> MetricsLog:
-    """The source's metrics log, cached until the file changes."""
+    """The source's metrics log, cached until the file changes.
+
+    A log that cannot be read at all gives no records and one problem saying why (pages list
+    problems with :func:`show_problems`), never an exception.
+    """
     log = path / METRICS_FILE
-    return _cached_log(str(log), fingerprint(log))
+    try:
+        return _cached_log(str(log), fingerprint(log))
+    except READ_ERRORS as err:
+        return MetricsLog((), (str(err),), 0)
 
 
 def choose_source() -> Source | None:
@@ -71,6 +78,7 @@ def choose_source() -> Source | None:
     typed = st.sidebar.text_input(
         "Open a path",
         key=OPEN_KEY,
+        bind="query-params",
         placeholder="runs/exp1 or a checkpoint directory",
         help="Any run directory, run checkpoint, buffer checkpoint or BFM-Zero work directory "
         "inside the dashboard's roots: " + ", ".join(map(str, config.roots)),
@@ -78,7 +86,8 @@ def choose_source() -> Source | None:
     if typed:
         opened = _open_typed(typed, config)
         if opened is not None:
-            sources = [opened, *(s for s in sources if s.path != opened.path)]
+            st.sidebar.caption("Showing the typed path; clear the box to pick from the list.")
+            return opened
     if not sources:
         roots = ", ".join(map(str, config.roots))
         st.info(

@@ -40,16 +40,15 @@ if source is not None:
                             st.dataframe(pd.DataFrame(spec), hide_index=True, width="stretch")
                         else:
                             st.write("Nothing written yet.")
-        if data.metrics is not None:
+        if data.has_log:
             log = ui.load_log(source.path)
             st.subheader("Latest metrics")
-            st.caption(f"{len(log.records)} records in `{data.metrics.path}`")
+            st.caption(f"{len(log.records)} records in `{source.path / 'metrics.jsonl'}`")
             ui.show_problems(log.problems, what="log lines")
             for kind, record in latest_records(log).items():
-                items = [(k, v) for k, v in scalar_items(record) if not isinstance(v, str)]
                 with st.expander(f"{kind} at step {record['step']}", expanded=kind == "train"):
                     st.dataframe(
-                        pd.DataFrame(items, columns=["metric", "value"]).astype({"value": str}),
+                        pd.DataFrame(scalar_items(record), columns=["metric", "value"]),
                         hide_index=True,
                         width="stretch",
                     )

@@ -14,3 +14,74 @@ def test_overview_lists_every_buffer_of_the_demo_run(dashboard: Dashboard, demo_
     assert sorted(table["buffer"]) == ["expert", "train", "z"]
     kinds = dict(zip(table["buffer"], table["kind"], strict=True))
     assert kinds["train"] == "TrajectoryDictBufferMultiDim"
+
+
+def test_overview_shows_the_run_step_and_round(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("overview", demo_run)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Checkpoint step"] == "60"
+    assert metrics["Curriculum round"] == "2"
+
+
+def test_a_corrupt_buffer_shows_its_error_and_the_others_still_show(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    payload = run_copy / "checkpoint" / "buffers" / "z" / "config.json"
+    payload.write_text("{not json")
+    at = dashboard("overview", run_copy)
+    assert not at.exception
+    assert any("config.json" in e.value for e in at.error)
+    table = at.dataframe[0].value
+    kinds = dict(zip(table["buffer"], table["kind"], strict=True))
+    assert kinds["z"] == "unreadable" and kinds["train"] == "TrajectoryDictBufferMultiDim"
+
+
+def test_torn_log_lines_are_listed_as_skipped(dashboard: Dashboard, run_copy: Path) -> None:
+    with open(run_copy / "metrics.jsonl", "a") as log:
+        log.write('{"step": 1, "kind"\n')
+    at = dashboard("overview", run_copy)
+    assert not at.exception
+    assert any("1 log lines skipped" in e.label for e in at.expander)
+
+
+def test_a_typed_path_outside_the_roots_is_refused(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("overview", demo_run)
+    at.sidebar.text_input(key="open_path").input("/etc").run()
+    assert not at.exception
+    assert any("outside the dashboard's roots" in e.value for e in at.sidebar.error)
+
+
+def test_a_typed_directory_that_is_not_a_run_is_refused(
+    dashboard: Dashboard, tmp_path: Path, demo_run: Path
+) -> None:
+    (tmp_path / "notes").mkdir()
+    at = dashboard("overview", demo_run, roots=(tmp_path,))
+    at.sidebar.text_input(key="open_path").input("notes").run()
+    assert any("not a run directory" in e.value for e in at.sidebar.error)
+
+
+def test_a_typed_checkpoint_inside_a_root_opens(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("overview", demo_run)
+    at.sidebar.text_input(key="open_path").input("checkpoint/buffers/z").run()
+    assert not at.exception
+    assert list(at.dataframe[0].value["buffer"]) == ["z"]
+
+
+def test_no_runs_under_the_roots_says_how_to_start_one(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    at = dashboard("overview", roots=(tmp_path,))
+    assert not at.exception
+    assert any("bufcore demo" in i.value for i in at.info)
+
+
+def test_the_run_query_parameter_picks_the_run(
+    dashboard: Dashboard, demo_run: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    for name in ("a", "b"):
+        shutil.copytree(demo_run, tmp_path / name)
+    at = dashboard("overview", roots=(tmp_path,), query={"run": "b"})
+    assert at.sidebar.selectbox(key="run").value == "b"
+    assert str(tmp_path / "b") in at.caption[0].value

@@ -1,0 +1,96 @@
+"""The dashboard's rules (DESIGN §1, §4), checked by reading imports and calls.
+
+- ``pages/`` imports only ``app``, Streamlit, pandas, plotly, numpy and bufcore's public
+  surface (``from bufcore import X`` with X in ``bufcore.__all__``).
+- Only ``app/ui.py`` and ``app/main.py`` import Streamlit; the rest of ``app/`` is plain
+  functions testable without it. ``app/`` never imports ``pages``.
+- Neither opens files: all disk I/O goes through bufcore (its persist layer).
+- bufcore never imports the dashboard.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import bufcore
+from tests.policy.test_layers import ROOT, imported, io_violations, module_id, modules
+
+APP = ROOT / "app"
+PAGES = ROOT / "pages"
+PAGE_IMPORTS = ("app", "streamlit", "pandas", "plotly", "numpy", "__future__")
+STREAMLIT_MODULES = ("app.ui", "app.main")
+
+
+def dashboard_module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def page_violations(source: str, module: str) -> list[str]:
+    """Imports of a page that are not ``app``, the UI libraries or public bufcore."""
+    found = []
+    for name in imported(source, module):
+        top = name.split(".")[0]
+        if top == "bufcore":
+            if name.count(".") != 1 or name.split(".")[1] not in bufcore.__all__:
+                found.append(f"{module} imports {name}, not bufcore's public surface")
+        elif top not in PAGE_IMPORTS:
+            found.append(f"{module} imports {name}")
+    return found
+
+
+def app_violations(source: str, module: str) -> list[str]:
+    found = [
+        f"{module} imports {name}"
+        for name in imported(source, module)
+        if name.split(".")[0] == "pages"
+        or (name.split(".")[0] == "streamlit" and module not in STREAMLIT_MODULES)
+    ]
+    return found + io_violations(source, module)
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["from bufcore.persist.summary import summarize_checkpoint", "import os",
+     "from bufcore import _private"],
+)
+def test_the_page_check_flags_imports_beyond_app_and_public_bufcore(source: str) -> None:
+    assert len(page_violations(source, "pages.x")) == 1
+
+
+def test_the_page_check_accepts_app_streamlit_and_public_bufcore() -> None:
+    source = "import streamlit as st\nfrom app import ui\nfrom bufcore import load_buffer"
+    assert page_violations(source, "pages.x") == []
+
+
+@pytest.mark.parametrize("source", ["import streamlit", "from pages import x", "open('f')"])
+def test_the_app_check_flags_streamlit_pages_and_files(source: str) -> None:
+    assert len(app_violations(source, "app.x")) == 1
+
+
+@pytest.mark.parametrize("path", modules(PAGES), ids=module_id)
+def test_pages_import_only_app_and_public_bufcore(path: Path) -> None:
+    assert page_violations(path.read_text(encoding="utf-8"), dashboard_module(path)) == []
+
+
+@pytest.mark.parametrize("path", modules(PAGES), ids=module_id)
+def test_pages_open_no_files(path: Path) -> None:
+    assert io_violations(path.read_text(encoding="utf-8"), dashboard_module(path)) == []
+
+
+@pytest.mark.parametrize("path", modules(APP), ids=module_id)
+def test_app_keeps_streamlit_to_ui_and_opens_no_files(path: Path) -> None:
+    assert app_violations(path.read_text(encoding="utf-8"), dashboard_module(path)) == []
+
+
+@pytest.mark.parametrize("path", [*modules(APP), *modules(PAGES)], ids=module_id)
+def test_every_dashboard_module_opens_with_a_docstring(path: Path) -> None:
+    assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("path", modules(ROOT / "bufcore"), ids=module_id)
+def test_bufcore_never_imports_the_dashboard(path: Path) -> None:
+    names = imported(path.read_text(encoding="utf-8"), dashboard_module(path))
+    assert [n for n in names if n.split(".")[0] in ("app", "pages")] == []

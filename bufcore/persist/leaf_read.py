@@ -141,7 +141,7 @@ def _read(
         selection = slice(0, length)
     if isinstance(selection, slice):
         start, stop, step = selection.indices(length)
-        selection = slice(start, stop) if step == 1 else np.arange(start, stop, step)
+        selection = slice(start, max(start, stop)) if step == 1 else np.arange(start, stop, step)
     elif len(selection):
         bad = (selection < 0) | (selection >= length)
         if bool(bad.any()):

@@ -76,7 +76,7 @@ def normalised(values: np.ndarray) -> np.ndarray:
     """``values / sum`` along the last axis (rows summing to 0 stay 0)."""
     data = np.asarray(values, dtype=np.float64)
     total = data.sum(axis=-1, keepdims=True)
-    return np.divide(data, total, out=np.zeros_like(data), where=total > 0)
+    return np.asarray(np.divide(data, total, out=np.zeros_like(data), where=total > 0))
 
 
 def entropy(probability: np.ndarray) -> np.ndarray:
@@ -89,7 +89,7 @@ def entropy(probability: np.ndarray) -> np.ndarray:
 def effective_size(probability: np.ndarray) -> np.ndarray:
     """``1 / sum(p**2)`` along the last axis: how many equally likely motions it is worth."""
     squares = (np.asarray(probability, dtype=np.float64) ** 2).sum(axis=-1)
-    return np.divide(1.0, squares, out=np.zeros_like(squares), where=squares > 0)
+    return np.asarray(np.divide(1.0, squares, out=np.zeros_like(squares), where=squares > 0))
 
 
 def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHistory | None:

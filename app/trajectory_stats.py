@@ -19,6 +19,10 @@ from typing import Any
 import numpy as np
 
 from bufcore import find_start_stop_traj
+from bufcore.buffers.windowed import WindowOptions
+from bufcore.fields import Field
+from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint
+from bufcore.tree import KeyPath, as_key, as_key_path
 
 # At most this many seq_length values on the samplable-fraction curve.
 CURVE_POINTS = 400
@@ -78,6 +82,58 @@ def from_end_flags(end: np.ndarray, *, cursor: int, full: bool) -> Trajectories:
     start, _, lengths = find_start_stop_traj(np.ascontiguousarray(flags != 0), full, newest)
     env = np.zeros(len(lengths), dtype=np.int64) if flags.ndim == 1 else start[:, 1].numpy()
     return Trajectories(env=env.astype(np.int64), length=lengths.numpy().astype(np.int64))
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    """How a trajectory buffer checkpoint samples, from its config.json and state.json.
+
+    Attributes:
+        seq_length: The default window length.
+        offset: 1 when windows read ``next`` rows, else 0.
+        weighting: ``"trajectory"`` or ``"window"``.
+        end_path: Key path of the end-flag leaf.
+        motion_path: Key path of the motion-id leaf (expert buffers), else None.
+        priorities: The saved priorities, one per trajectory (expert buffers), else None.
+        motion_ids: The saved motion id per trajectory (expert buffers), else None.
+    """
+
+    seq_length: int
+    offset: int
+    weighting: str
+    end_path: KeyPath
+    motion_path: KeyPath | None
+    priorities: np.ndarray | None
+    motion_ids: np.ndarray | None
+
+
+def window_settings(path: Any) -> WindowSettings:
+    """Read a trajectory buffer checkpoint's window settings (small files only, no rows).
+
+    Raises:
+        FileNotFoundError: ``path`` is not a directory.
+        CorruptCheckpointError: a file is missing or malformed, or the checkpoint is not a
+            trajectory buffer (no ``seq_length``); names the file and field.
+    """
+    return load_checkpoint(path, _settings, hash_payload=False)
+
+
+def _settings(opened: OpenedCheckpoint) -> WindowSettings:
+    config = Field(opened.config, "config", part="config")
+    state = Field(opened.state, "state", part="state")
+    options = WindowOptions(**WindowOptions.saved_kwargs(config, state))
+    motion = opened.config.get("motion_id_key")
+    saved = opened.state.get("priorities")
+    ids = opened.state.get("motion_ids")
+    return WindowSettings(
+        seq_length=options.seq_length,
+        offset=options.offset,
+        weighting=options.weighting,
+        end_path=options.end_path,
+        motion_path=None if motion is None else as_key_path(as_key(motion, "motion_id_key")),
+        priorities=None if saved is None else np.asarray(saved, dtype=np.float64),
+        motion_ids=None if ids is None else np.asarray(ids, dtype=np.int64),
+    )
 
 
 def window_need(seq_length: int, *, offset: int) -> int:
@@ -254,4 +310,29 @@ def expert_lengths(buffer: Any) -> MotionLengths:
     return MotionLengths(
         motion_id=np.asarray(list(buffer.motion_ids), dtype=np.int64),
         length=buffer.lengths.detach().cpu().numpy().astype(np.int64),
+    )
+
+
+def expert_from_leaves(end: np.ndarray, motion: np.ndarray) -> MotionLengths:
+    """An expert buffer's trajectories from its stored end flags and motion-id column.
+
+    As the buffer indexes them: the last row always ends a trajectory, and each trajectory's
+    motion id is the one on its first row.
+
+    Raises:
+        ValueError: no rows, or the two leaves differ in rows.
+    """
+    flags = np.asarray(end).reshape(len(end), -1)
+    ids = np.asarray(motion).reshape(len(motion), -1)
+    if flags.shape[0] == 0 or flags.shape[0] != ids.shape[0]:
+        raise ValueError(
+            f"end, motion: expected leaves of one length >= 1, got {flags.shape[0]} and "
+            f"{ids.shape[0]} rows"
+        )
+    column = flags[:, 0] != 0
+    column[-1] = True
+    start, _, lengths = find_start_stop_traj(column, True)
+    first = start[:, 0].numpy()
+    return MotionLengths(
+        motion_id=ids[first, 0].astype(np.int64), length=lengths.numpy().astype(np.int64)
     )

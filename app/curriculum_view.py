@@ -27,6 +27,8 @@ import torch
 
 from bufcore import emd_to_priorities, load_buffer
 from bufcore.curriculum.history import options_from_state, rounds_from_state
+from bufcore.persist.run_checkpoint import read_run_state
+from bufcore.runs.inspect import RUN_CHECKPOINT
 
 # Ways to order the motions of the heatmap and the tables (the page's cur_sort choices).
 SORTS = ("motion id", "last EMD", "mean EMD", "priority")
@@ -172,6 +174,27 @@ def history_from_state(curriculum_state: Mapping[str, Any]) -> CurriculumHistory
     )
 
 
+def history_from_checkpoint(checkpoint: Path) -> CurriculumHistory | None:
+    """The history in the run checkpoint ``checkpoint``'s run.json (None without a curriculum).
+
+    Raises:
+        FileNotFoundError: ``checkpoint`` is not a directory.
+        CorruptCheckpointError, StateError: run.json or its curriculum is malformed.
+    """
+    state = read_run_state(checkpoint)
+    curriculum = state.get("curriculum")
+    if curriculum is None:
+        return None
+    return history_from_state(curriculum)
+
+
+def save_base(source: Path, kind: str) -> Path:
+    """The run directory re-prioritized checkpoints go under: the source itself, or for a run
+    checkpoint its parent (never inside ``checkpoint/``: a run's next save would refuse to
+    replace a checkpoint directory holding anything else)."""
+    return source.parent if kind == RUN_CHECKPOINT else source
+
+
 def motion_order(history: CurriculumHistory, by: str) -> np.ndarray:
     """Column indices of ``history`` in display order: by motion id (ascending), or by the
     last EMD, the mean EMD or the current priority (highest first, ties by motion id).
@@ -304,3 +327,25 @@ def format_options(mode: str, min_val: float, max_val: float, scale: float) -> s
         return f"{value:g}" if math.isfinite(value) else str(value)
 
     return f"{mode}, EMD clamped to [{short(min_val)}, {short(max_val)}], x{short(scale)}"
+
+
+def motion_view(
+    priorities: np.ndarray,
+    lengths: np.ndarray,
+    trajectory_motions: np.ndarray,
+    motions: np.ndarray,
+    *,
+    need: int,
+    weighting: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per motion (in the order of ``motions``): the normalised priority and the probability
+    that a sampled window comes from it (see :func:`sampling_probability`).
+
+    Raises:
+        ValueError: as :func:`sampling_probability`.
+    """
+    probability = sampling_probability(priorities, lengths, need=need, weighting=weighting)
+    return (
+        per_motion(normalised(priorities), trajectory_motions, motions),
+        per_motion(probability, trajectory_motions, motions),
+    )

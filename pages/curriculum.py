@@ -143,7 +143,8 @@ table = pd.DataFrame({
     "priority new": new_priority,
     "P(sampled) now": current_probability,
     "P(sampled) new": new_probability,
-    "change": new_probability - current_probability,
+    # Rounded so that float noise does not print as "-0.0000".
+    "change": (new_probability - current_probability).round(12) + 0.0,
 })
 what = "the session copy" if current is session else "the checkpoint"
 st.caption(f"\"now\" is {what}'s priorities. P(sampled) is the exact probability that a "

@@ -21,6 +21,7 @@ from app.fingerprint import Fingerprint, fingerprint
 from app.run_data import READ_ERRORS, MetricsLog, SourceData, read_log, read_source
 from app.sources import DashboardConfig, OutsideRootsError, Source, discover, resolve_under_roots
 from bufcore import load_buffer
+from bufcore.persist.leaf_read import read_leaf
 from bufcore.persist.run_checkpoint import METRICS_FILE
 
 # session_state key of the re-prioritized expert priorities (Curriculum page -> Sampling lab).
@@ -197,3 +198,19 @@ def set_session_priorities(buffer_path: Path, priorities: np.ndarray | None) -> 
     else:
         copies[str(buffer_path)] = np.array(priorities, dtype=np.float64)
     st.session_state[REPRIORITIZED] = copies
+
+
+@st.cache_data(show_spinner="Reading one stored leaf...", max_entries=16)
+def _cached_leaf(path: str, key_path: tuple[str, ...], key: Fingerprint) -> np.ndarray:
+    del key
+    return read_leaf(path, key_path)
+
+
+def stored_leaf(path: Path, key_path: Sequence[str]) -> np.ndarray:
+    """Every stored row of one leaf of the buffer checkpoint at ``path`` (physical order),
+    read lazily (no other leaf is read) and cached per checkpoint version.
+
+    Raises:
+        READ_ERRORS for a damaged checkpoint; KeyPathError: no leaf at ``key_path``.
+    """
+    return _cached_leaf(str(path), tuple(key_path), fingerprint(path))

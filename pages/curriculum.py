@@ -1,3 +1,192 @@
+"""Curriculum: per-motion EMD across rounds, priorities and their spread, and a re-prioritize
+preview that shows the sampling probability each motion would really get."""
+
+from __future__ import annotations
+
+import pandas as pd
 import streamlit as st
 
-st.title("todo")
+from app import ui
+from app.curriculum_figures import (
+    current_priority_bars,
+    emd_heatmap,
+    preview_bars,
+    priority_lines,
+    spread_figure,
+)
+from app.curriculum_view import (
+    SORTS,
+    format_options,
+    history_from_checkpoint,
+    history_from_records,
+    motion_order,
+    motion_view,
+    new_priorities,
+    next_version,
+    per_motion,
+    save_base,
+    save_reprioritized,
+    trajectory_priorities,
+)
+from app.run_data import READ_ERRORS, checkpoint_dir
+from app.sources import OutsideRootsError, resolve_under_roots
+from app.trajectory_stats import expert_from_leaves, window_settings
+
+EXPERT = "TrajectoryDictBuffer"
+MODES = ["lin", "exp", "bin"]
+
+st.title("Curriculum")
+st.caption(
+    "Each evaluation round measures how badly every motion is tracked (EMD, lower is better) "
+    "and turns those EMDs into the expert buffer's sampling priorities."
+)
+
+source = ui.choose_source()
+data = ui.source_data(source) if source is not None else None
+if source is None or data is None:
+    st.stop()
+
+history = None
+if data.metrics is not None:
+    log = ui.load_log(source.path)
+    ui.show_problems(log.problems, what="log lines")
+    history = history_from_records(log.records)
+checkpoint = checkpoint_dir(source.path)
+if history is None and data.run is not None and checkpoint is not None:
+    try:
+        history = history_from_checkpoint(checkpoint)
+    except READ_ERRORS as err:
+        st.error(str(err))
+if history is None:
+    st.info(
+        f"{source.path}: no curriculum rounds yet (no `eval` records in metrics.jsonl and no "
+        "curriculum in checkpoint/run.json)."
+    )
+    st.stop()
+ui.show_problems(history.problems, what="eval records")
+st.caption(f"{history.rounds} rounds over {len(history.motion_ids)} motions, from "
+           f"`{history.source}`.")
+
+sort = st.selectbox("Sort motions by", SORTS, key="cur_sort", bind="query-params",
+                    help="Highest first for EMDs and priority; the URL keeps the choice.")
+order = motion_order(history, sort)
+st.plotly_chart(emd_heatmap(history, order, sort=sort), width="stretch")
+left, right = st.columns(2)
+left.plotly_chart(priority_lines(history), width="stretch")
+right.plotly_chart(spread_figure(history), width="stretch")
+st.plotly_chart(current_priority_bars(history, order), width="stretch")
+
+# ---------------------------------------------------------------- re-prioritize
+st.header("Re-prioritize")
+expert_entry = next(
+    (e for e in data.buffers if e.summary is not None and e.summary.kind == EXPERT), None
+)
+if expert_entry is None:
+    st.info(f"{data.path}: no readable expert buffer checkpoint to re-prioritize.")
+    st.stop()
+try:
+    settings = window_settings(expert_entry.path)
+    if settings.motion_path is None or settings.priorities is None:
+        raise ValueError(f"{expert_entry.path}: not an expert buffer with saved priorities")
+    trajectories = expert_from_leaves(
+        ui.stored_leaf(expert_entry.path, settings.end_path),
+        ui.stored_leaf(expert_entry.path, settings.motion_path),
+    )
+except READ_ERRORS as err:
+    st.error(f"{expert_entry.path}: cannot read the expert buffer: {err}")
+    st.stop()
+
+saved = data.run.curriculum if data.run is not None else None
+defaults = (
+    (saved.mode, saved.min_val, saved.max_val, saved.scale)
+    if saved is not None else ("exp", 0.5, 2.0, 2.0)
+)
+st.caption(
+    f"New priorities from the last round's EMDs. The run used: {format_options(*defaults)}. "
+    f"The buffer samples windows of {settings.seq_length} rows"
+    f"{' plus the next row' if settings.offset else ''} with `{settings.weighting}` weighting, "
+    "so a motion shorter than that is never sampled, and with `window` weighting longer "
+    "motions get more."
+)
+cols = st.columns(4)
+mode = cols[0].segmented_control("mode", MODES, default=defaults[0], key="cur_mode",
+                                 bind="query-params") or defaults[0]
+min_val = cols[1].number_input("min (EMD clamp)", min_value=0.0, value=float(defaults[1]),
+                               step=0.1, key="cur_min", bind="query-params")
+max_val = cols[2].number_input("max (EMD clamp)", min_value=0.0, value=float(defaults[2]),
+                               step=0.1, key="cur_max", bind="query-params")
+scale = cols[3].number_input("scale", min_value=0.001, value=float(defaults[3]), step=0.5,
+                             key="cur_scale", bind="query-params")
+try:
+    motion_new = new_priorities(history.emd[-1], mode=mode, min_val=min_val, max_val=max_val,
+                                scale=scale)
+    new = trajectory_priorities(motion_new, history.motion_ids, trajectories.motion_id)
+except (ValueError, TypeError) as err:
+    st.error(f"These options cannot be applied: {err}")
+    st.stop()
+
+session = ui.session_priorities(expert_entry.path)
+current = settings.priorities if session is None or len(session) != len(new) else session
+need = settings.seq_length + settings.offset
+motions = history.motion_ids[order]
+
+view = {"lengths": trajectories.length, "trajectory_motions": trajectories.motion_id,
+        "motions": motions, "need": need, "weighting": settings.weighting}
+current_priority, current_probability = motion_view(current, **view)
+new_priority, new_probability = motion_view(new, **view)
+lengths = per_motion(trajectories.length, trajectories.motion_id, motions)
+table = pd.DataFrame({
+    "motion": motions,
+    "last EMD": history.emd[-1, order],
+    "length (rows)": lengths.astype(int),
+    "priority now": current_priority,
+    "priority new": new_priority,
+    "P(sampled) now": current_probability,
+    "P(sampled) new": new_probability,
+    # Rounded so that float noise does not print as "-0.0000".
+    "change": (new_probability - current_probability).round(12) + 0.0,
+})
+what = "the session copy" if current is session else "the checkpoint"
+st.caption(f"\"now\" is {what}'s priorities. P(sampled) is the exact probability that a "
+           "sampled window comes from that motion.")
+left, right = st.columns(2)
+left.plotly_chart(preview_bars(motions, current_priority, new_priority,
+                               what="normalised priority"), width="stretch")
+right.plotly_chart(preview_bars(motions, current_probability, new_probability,
+                                what="P(window from motion)"), width="stretch")
+st.dataframe(table, hide_index=True, width="stretch",
+             column_config={c: st.column_config.NumberColumn(format="%.4f")
+                            for c in table.columns[3:]})
+
+apply_col, save_col = st.columns(2)
+if apply_col.button("Apply to session copy", key="cur_apply"):
+    ui.set_session_priorities(expert_entry.path, new)
+    apply_col.success("Applied: the Sampling lab now samples with these priorities.")
+if session is not None:
+    apply_col.caption("A session copy is active. It applies to this browser session only; "
+                      "the checkpoint on disk is unchanged.")
+    if apply_col.button("Drop the session copy", key="cur_drop"):
+        ui.set_session_priorities(expert_entry.path, None)
+        st.rerun()
+else:
+    apply_col.caption("Applies to this browser session only; nothing is written.")
+
+if save_col.button("Save as new checkpoint", key="cur_save"):
+    config = ui.dashboard_config()
+    try:
+        base = resolve_under_roots(save_base(source.path, source.kind), config.roots)
+        target = next_version(base, mode)
+        resolve_under_roots(target, config.roots)
+        written = save_reprioritized(expert_entry.path, target, new)
+    except OutsideRootsError as err:
+        save_col.error(f"Not saved: {err}")
+    except (*READ_ERRORS, FileExistsError, IndexError, TypeError) as err:
+        save_col.error(f"Not saved: {err}")
+    else:
+        st.session_state["cur_saved"] = str(written)
+if "cur_saved" in st.session_state:
+    save_col.success(f"Saved a new expert checkpoint: `{st.session_state['cur_saved']}` "
+                     "(the original is untouched).")
+else:
+    save_col.caption("Writes a new expert checkpoint under `reprioritized/` in the run; the "
+                     "original checkpoint is never changed.")

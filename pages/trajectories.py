@@ -1,3 +1,146 @@
+"""Trajectories: length distributions of the online and expert buffers, and how much of them a
+window length (seq_length) can sample."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
-st.title("todo")
+from app import ui
+from app.run_data import READ_ERRORS, BufferEntry
+from app.trajectory_figures import (
+    env_length_heatmap,
+    length_histogram,
+    motion_length_bars,
+    samplable_figure,
+)
+from app.trajectory_stats import (
+    expert_from_leaves,
+    from_end_flags,
+    samplability,
+    samplable_curve,
+    window_settings,
+)
+
+ONLINE = "TrajectoryDictBufferMultiDim"
+EXPERT = "TrajectoryDictBuffer"
+
+st.title("Trajectories")
+st.caption(
+    "How long the stored trajectories are, and which of them a window of `seq_length` rows can "
+    "be drawn from. A window reads `seq_length` rows plus the row after them when the buffer "
+    "returns `next` keys, so a trajectory shorter than that is never sampled."
+)
+
+
+def _load(entry: BufferEntry, *, expert: bool) -> tuple[Any, Any] | None:
+    """(settings, trajectories) of a buffer entry, or None with the error drawn."""
+    summary = entry.summary
+    assert summary is not None  # only readable entries are passed
+    if summary.length == 0:
+        st.info(f"{entry.path}: the buffer is empty (nothing written yet).")
+        return None
+    try:
+        settings = window_settings(entry.path)
+        end = ui.stored_leaf(entry.path, settings.end_path)
+        if expert:
+            if settings.motion_path is None:
+                st.error(f"{entry.path}: config.json names no motion_id_key")
+                return None
+            motion = ui.stored_leaf(entry.path, settings.motion_path)
+            return settings, expert_from_leaves(end, motion)
+        return settings, from_end_flags(end, cursor=summary.cursor, full=summary.full)
+    except READ_ERRORS as err:
+        st.error(f"{entry.path}: cannot read its trajectories: {err}")
+        return None
+
+
+source = ui.choose_source()
+data = ui.source_data(source) if source is not None else None
+if data is not None:
+    for entry in data.buffers:
+        if entry.error is not None:
+            st.warning(f"buffer {entry.name!r} cannot be read: {entry.error}")
+    readable = [e for e in data.buffers if e.summary is not None]
+    online_entries = [e for e in readable if e.summary.kind == ONLINE]
+    expert_entries = [e for e in readable if e.summary.kind == EXPERT]
+    if not online_entries and not expert_entries:
+        st.info(f"{data.path}: no trajectory buffer here (online or expert checkpoints).")
+        st.stop()
+    online = expert = None
+    if online_entries:
+        names = [e.name for e in online_entries]
+        name = st.sidebar.selectbox("Online buffer", names, key="traj_online",
+                                    bind="query-params") if len(names) > 1 else names[0]
+        online_entry = online_entries[names.index(name) if name in names else 0]
+        online = _load(online_entry, expert=False)
+    if expert_entries:
+        names = [e.name for e in expert_entries]
+        name = st.sidebar.selectbox("Expert buffer", names, key="traj_expert",
+                                    bind="query-params") if len(names) > 1 else names[0]
+        expert_entry = expert_entries[names.index(name) if name in names else 0]
+        expert = _load(expert_entry, expert=True)
+    loaded = [x for x in (online, expert) if x is not None]
+    if not loaded:
+        st.stop()
+    default_seq = loaded[0][0].seq_length
+    longest = max(int(traj.length.max()) for _, traj in loaded)
+    seq_length = int(
+        st.columns(3)[0].number_input(
+            "seq_length (window length to check)", min_value=1, max_value=max(longest, 1),
+            value=min(default_seq, max(longest, 1)), step=1, key="traj_seq", bind="query-params",
+            help="The buffers' own seq_length is the default; the URL keeps your choice.",
+        )
+    )
+
+    rows = []
+    curves = {}
+    for label, item in (("online", online), ("expert", expert)):
+        if item is None:
+            continue
+        settings, traj = item
+        stats = samplability(traj.length, seq_length=seq_length, offset=settings.offset)
+        curves[label] = samplable_curve(traj.length, offset=settings.offset)
+        rows.append({
+            "buffer": label,
+            "window needs (rows)": stats.need,
+            "trajectories": stats.trajectories,
+            "samplable trajectories": f"{stats.samplable_trajectories:,} "
+            f"({stats.trajectory_fraction:.1%})",
+            "transitions": stats.transitions,
+            "samplable transitions": f"{stats.samplable_transitions:,} "
+            f"({stats.transition_fraction:.1%})",
+            "distinct windows": stats.windows,
+            "weighting": settings.weighting,
+        })
+    st.subheader(f"What seq_length = {seq_length} can sample")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption(
+        "A transition counts as samplable when some window can return it as one of its rows "
+        "(the last row of a trajectory is only ever a `next` row)."
+    )
+    st.plotly_chart(samplable_figure(curves, seq_length=seq_length), width="stretch")
+
+    if online is not None:
+        settings, traj = online
+        need = seq_length + settings.offset
+        st.subheader(f"Online buffer `{online_entry.name}`")
+        st.caption(
+            "Trajectories as the ring holds them now, cut at the oldest row and at the write "
+            "cursor (the newest trajectory is still being written)."
+        )
+        st.plotly_chart(
+            length_histogram(traj, need=need, title="Trajectory lengths, all envs"),
+            width="stretch",
+        )
+        env_count = online_entry.summary.env_count
+        if env_count is not None and env_count > 1:
+            st.plotly_chart(env_length_heatmap(traj, env_count, need=need), width="stretch")
+    if expert is not None:
+        settings, motions = expert
+        need = seq_length + settings.offset
+        st.subheader(f"Expert buffer `{expert_entry.name}`")
+        st.caption("One trajectory per motion episode, laid end to end.")
+        st.plotly_chart(motion_length_bars(motions, need=need), width="stretch")

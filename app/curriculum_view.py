@@ -1,0 +1,351 @@
+"""The EMD curriculum of a run as arrays, and what re-prioritizing it would change.
+
+History comes from the ``eval`` records of ``metrics.jsonl`` (round, motion_ids, emd,
+priority, probability) or, for a checkpoint without its log, from ``run.json``'s curriculum
+state (:mod:`bufcore.curriculum.history` parses it). Either becomes a
+:class:`CurriculumHistory`: ``[rounds, motions]`` matrices in one motion order.
+
+Re-prioritizing maps the last round's EMDs through :func:`bufcore.emd_to_priorities` with
+other options. What a motion really gets is not its priority but its *sampling probability*:
+with ``"trajectory"`` weighting a trajectory is drawn in proportion to its priority if it has
+at least ``need`` rows (else never); with ``"window"`` weighting in proportion to priority
+times its number of window starts. :func:`sampling_probability` computes that exactly.
+Saving writes a *new* expert checkpoint through bufcore (load, ``update_priorities``,
+``save``); the source checkpoint is never touched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bufcore import emd_to_priorities, load_buffer
+from bufcore.curriculum.history import options_from_state, rounds_from_state
+from bufcore.persist.run_checkpoint import read_run_state
+from bufcore.runs.inspect import RUN_CHECKPOINT
+
+# Ways to order the motions of the heatmap and the tables (the page's cur_sort choices).
+SORTS = ("motion id", "last EMD", "mean EMD", "priority")
+# Folder of a run where re-prioritized expert checkpoints are written.
+REPRIORITIZED_DIR = "reprioritized"
+
+
+@dataclass(frozen=True)
+class CurriculumHistory:
+    """Every evaluation round of a run's curriculum.
+
+    Attributes:
+        steps: ``[R]`` training step of each round.
+        motion_ids: ``[M]`` the motions, in the order of the matrices' columns.
+        emd: ``[R, M]`` EMD of each motion per round.
+        priority: ``[R, M]`` priority given to each motion (before normalising).
+        probability: ``[R, M]`` the expert buffer's normalised priorities after each round.
+        source: Where it was read (``"metrics.jsonl"`` or ``"run.json"``).
+        problems: Records that were skipped, one message each.
+    """
+
+    steps: np.ndarray
+    motion_ids: np.ndarray
+    emd: np.ndarray
+    priority: np.ndarray
+    probability: np.ndarray
+    source: str
+    problems: tuple[str, ...] = ()
+
+    @property
+    def rounds(self) -> int:
+        """Rounds recorded."""
+        return len(self.steps)
+
+    @property
+    def entropy(self) -> np.ndarray:
+        """``[R]`` entropy of the normalised priorities per round, in nats."""
+        return entropy(self.probability)
+
+    @property
+    def effective_motions(self) -> np.ndarray:
+        """``[R]`` effective sample size ``1 / sum(p**2)`` per round."""
+        return effective_size(self.probability)
+
+
+def normalised(values: np.ndarray) -> np.ndarray:
+    """``values / sum`` along the last axis (rows summing to 0 stay 0)."""
+    data = np.asarray(values, dtype=np.float64)
+    total = data.sum(axis=-1, keepdims=True)
+    return np.asarray(np.divide(data, total, out=np.zeros_like(data), where=total > 0))
+
+
+def entropy(probability: np.ndarray) -> np.ndarray:
+    """Entropy in nats along the last axis (``log(M)`` when uniform, 0 for one motion)."""
+    p = np.asarray(probability, dtype=np.float64)
+    logs = np.log(np.where(p > 0, p, 1.0))
+    return np.asarray(-(p * logs).sum(axis=-1))
+
+
+def effective_size(probability: np.ndarray) -> np.ndarray:
+    """``1 / sum(p**2)`` along the last axis: how many equally likely motions it is worth."""
+    squares = (np.asarray(probability, dtype=np.float64) ** 2).sum(axis=-1)
+    return np.asarray(np.divide(1.0, squares, out=np.zeros_like(squares), where=squares > 0))
+
+
+def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHistory | None:
+    """The history in the ``eval`` records of a metrics log (None when there is none).
+
+    Columns follow the first valid record's motion order; a later record with other motions
+    or malformed fields is skipped, with a message in ``problems``.
+    """
+    problems: list[str] = []
+    steps: list[int] = []
+    rows: dict[str, list[np.ndarray]] = {"emd": [], "priority": [], "probability": []}
+    order: list[int] | None = None
+    for record in records:
+        if record.get("kind") != "eval":
+            continue
+        where = f"eval record at step {record.get('step')!r}"
+        try:
+            ids = [int(m) for m in record["motion_ids"]]
+            columns = {k: np.asarray(record[k], dtype=np.float64) for k in ("emd", "priority")}
+            probability = record.get("probability")
+            columns["probability"] = (
+                normalised(columns["priority"])
+                if probability is None
+                else np.asarray(probability, dtype=np.float64)
+            )
+            step = int(record["step"])
+        except (KeyError, TypeError, ValueError) as err:
+            problems.append(f"{where}: unreadable ({err})")
+            continue
+        if any(column.shape != (len(ids),) for column in columns.values()):
+            problems.append(f"{where}: emd/priority/probability do not match motion_ids")
+            continue
+        if order is None:
+            order = ids
+        if sorted(ids) != sorted(order) or len(set(ids)) != len(ids):
+            problems.append(f"{where}: holds other motions than the first round")
+            continue
+        position = np.argsort(ids)[np.searchsorted(np.sort(ids), order)]
+        steps.append(step)
+        for key, column in columns.items():
+            rows[key].append(column[position])
+    if order is None or not steps:
+        return None
+    return CurriculumHistory(
+        steps=np.asarray(steps, dtype=np.int64),
+        motion_ids=np.asarray(order, dtype=np.int64),
+        emd=np.stack(rows["emd"]),
+        priority=np.stack(rows["priority"]),
+        probability=np.stack(rows["probability"]),
+        source="metrics.jsonl",
+        problems=tuple(problems),
+    )
+
+
+def history_from_state(curriculum_state: Mapping[str, Any]) -> CurriculumHistory | None:
+    """The history saved in ``run.json``'s ``curriculum`` (None without rounds).
+
+    The probability per round is the round's priorities normalised (what the buffer held
+    right after it, since every round sets every motion).
+
+    Raises:
+        StateError: the state is malformed (names the key path).
+    """
+    rounds_field = curriculum_state.get("rounds") if isinstance(curriculum_state, Mapping) else None
+    options_from_state(curriculum_state)  # checks format and version first
+    if not rounds_field:
+        return None
+    motions = {int(m) for m in rounds_field[0].get("motion_ids", [])}
+    rounds = rounds_from_state(curriculum_state, motions)
+    order = sorted(motions)
+    emd = np.array([[r.emd[m] for m in order] for r in rounds], dtype=np.float64)
+    priority = np.array([[r.priority[m] for m in order] for r in rounds], dtype=np.float64)
+    return CurriculumHistory(
+        steps=np.array([r.step for r in rounds], dtype=np.int64),
+        motion_ids=np.asarray(order, dtype=np.int64),
+        emd=emd,
+        priority=priority,
+        probability=normalised(priority),
+        source="run.json",
+    )
+
+
+def history_from_checkpoint(checkpoint: Path) -> CurriculumHistory | None:
+    """The history in the run checkpoint ``checkpoint``'s run.json (None without a curriculum).
+
+    Raises:
+        FileNotFoundError: ``checkpoint`` is not a directory.
+        CorruptCheckpointError, StateError: run.json or its curriculum is malformed.
+    """
+    state = read_run_state(checkpoint)
+    curriculum = state.get("curriculum")
+    if curriculum is None:
+        return None
+    return history_from_state(curriculum)
+
+
+def save_base(source: Path, kind: str) -> Path:
+    """The run directory re-prioritized checkpoints go under: the source itself, or for a run
+    checkpoint its parent (never inside ``checkpoint/``: a run's next save would refuse to
+    replace a checkpoint directory holding anything else)."""
+    return source.parent if kind == RUN_CHECKPOINT else source
+
+
+def motion_order(history: CurriculumHistory, by: str) -> np.ndarray:
+    """Column indices of ``history`` in display order: by motion id (ascending), or by the
+    last EMD, the mean EMD or the current priority (highest first, ties by motion id).
+
+    Raises:
+        ValueError: ``by`` is not one of :data:`SORTS`.
+    """
+    if by not in SORTS:
+        raise ValueError(f"by: expected one of {list(SORTS)}, got {by!r}")
+    ids = history.motion_ids
+    if by == "motion id":
+        return np.argsort(ids, kind="stable")
+    key = {
+        "last EMD": history.emd[-1],
+        "mean EMD": history.emd.mean(axis=0),
+        "priority": history.probability[-1],
+    }[by]
+    return np.lexsort((ids, -key))
+
+
+def sampling_probability(
+    priorities: np.ndarray, lengths: np.ndarray, *, need: int, weighting: str
+) -> np.ndarray:
+    """The exact probability that a sampled window comes from each trajectory.
+
+    ``"trajectory"`` weighting: ``p_i * [L_i >= need]``; ``"window"``: ``p_i * max(0, L_i -
+    need + 1)``; both normalised. All zero when nothing can be sampled.
+
+    Raises:
+        ValueError: lengths and priorities differ in size, or an unknown weighting.
+    """
+    p = np.asarray(priorities, dtype=np.float64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if p.shape != lengths.shape:
+        raise ValueError(
+            f"priorities: expected one per trajectory ({lengths.shape}), got {p.shape}"
+        )
+    starts = np.maximum(lengths - need + 1, 0)
+    if weighting == "trajectory":
+        weights = (starts > 0).astype(np.float64)
+    elif weighting == "window":
+        weights = starts.astype(np.float64)
+    else:
+        raise ValueError(f"weighting: expected 'trajectory' or 'window', got {weighting!r}")
+    return normalised(p * weights)
+
+
+def per_motion(
+    values: np.ndarray, trajectory_motions: np.ndarray, motions: np.ndarray
+) -> np.ndarray:
+    """Per-trajectory ``values`` summed per motion, in the order of ``motions`` (0 if absent)."""
+    ids = np.asarray(trajectory_motions, dtype=np.int64)
+    out = np.zeros(len(motions), dtype=np.float64)
+    index = {int(m): i for i, m in enumerate(motions)}
+    flat = np.asarray(values, dtype=np.float64).tolist()
+    for motion, value in zip(ids.tolist(), flat, strict=True):
+        if motion in index:
+            out[index[motion]] += value
+    return out
+
+
+def new_priorities(
+    emd: np.ndarray, *, mode: str, min_val: float, max_val: float, scale: float
+) -> np.ndarray:
+    """Normalised priorities for per-motion EMDs under other options (the transform is
+    :func:`bufcore.emd_to_priorities`, as the curriculum applies it).
+
+    Raises:
+        ValueError, TypeError: invalid options or EMDs (bufcore's messages).
+    """
+    raw = emd_to_priorities(
+        np.asarray(emd, dtype=np.float64), min_val=min_val, max_val=max_val, scale=scale, mode=mode
+    )
+    return normalised(raw.numpy().astype(np.float64))
+
+
+def trajectory_priorities(
+    motion_priorities: np.ndarray, motions: np.ndarray, trajectory_motions: np.ndarray
+) -> np.ndarray:
+    """Each trajectory gets its motion's priority, normalised (as ``Curriculum.apply`` sets).
+
+    Raises:
+        ValueError: a trajectory's motion has no priority.
+    """
+    lookup = {int(m): float(p) for m, p in zip(motions, motion_priorities, strict=True)}
+    missing = sorted({int(m) for m in trajectory_motions} - set(lookup))
+    if missing:
+        raise ValueError(f"motion_priorities: no priority for motions {missing[:10]}")
+    return normalised(np.array([lookup[int(m)] for m in trajectory_motions]))
+
+
+def next_version(run_dir: Path, mode: str) -> Path:
+    """``run_dir/reprioritized/expert-<mode>-<n>`` with the smallest ``n >= 1`` not taken."""
+    folder = run_dir / REPRIORITIZED_DIR
+    n = 1
+    while (folder / f"expert-{mode}-{n}").exists():
+        n += 1
+    return folder / f"expert-{mode}-{n}"
+
+
+def save_reprioritized(source: Path, target: Path, priorities: np.ndarray) -> Path:
+    """Load the expert checkpoint ``source`` afresh, set ``priorities`` (one per trajectory)
+    and save it as a new checkpoint at ``target`` (bufcore's atomic save).
+
+    Returns:
+        ``target``.
+
+    Raises:
+        FileExistsError: ``target`` exists (a checkpoint is never overwritten from here).
+        ValueError, IndexError, TypeError: the buffer refuses the priorities.
+        OSError, CorruptCheckpointError: ``source`` cannot be read or ``target`` written.
+    """
+    if target.exists():
+        raise FileExistsError(f"{target}: exists already; a new version needs a new directory")
+    buffer = load_buffer(source, device="cpu")
+    values = torch.as_tensor(np.asarray(priorities, dtype=np.float64))
+    if values.shape != (len(buffer.motion_ids),):
+        raise ValueError(
+            f"priorities: expected {len(buffer.motion_ids)} (one per trajectory), "
+            f"got shape {list(values.shape)}"
+        )
+    buffer.update_priorities(values, torch.arange(len(values)))
+    buffer.save(target)
+    return target
+
+
+def format_options(mode: str, min_val: float, max_val: float, scale: float) -> str:
+    """``"exp, EMD clamped to [0.5, 2], x2"``: options in one phrase."""
+    def short(value: float) -> str:
+        return f"{value:g}" if math.isfinite(value) else str(value)
+
+    return f"{mode}, EMD clamped to [{short(min_val)}, {short(max_val)}], x{short(scale)}"
+
+
+def motion_view(
+    priorities: np.ndarray,
+    lengths: np.ndarray,
+    trajectory_motions: np.ndarray,
+    motions: np.ndarray,
+    *,
+    need: int,
+    weighting: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per motion (in the order of ``motions``): the normalised priority and the probability
+    that a sampled window comes from it (see :func:`sampling_probability`).
+
+    Raises:
+        ValueError: as :func:`sampling_probability`.
+    """
+    probability = sampling_probability(priorities, lengths, need=need, weighting=weighting)
+    return (
+        per_motion(normalised(priorities), trajectory_motions, motions),
+        per_motion(probability, trajectory_motions, motions),
+    )

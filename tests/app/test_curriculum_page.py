@@ -1,0 +1,80 @@
+"""The Curriculum page on a demo run: it renders, the re-prioritize preview follows the mode,
+Apply keeps a session copy, Save writes new checkpoint versions and leaves the source alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bufcore import load_buffer
+from tests.app.conftest import Dashboard
+
+
+def _preview(at) -> np.ndarray:  # type: ignore[no-untyped-def]
+    return at.dataframe[-1].value["priority new"].to_numpy()
+
+
+def test_the_curriculum_page_renders_the_demo_run(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("curriculum", demo_run)
+    assert not at.exception
+    assert not at.error
+    assert "motion" in at.dataframe[-1].value.columns
+
+
+def test_the_preview_changes_with_the_mode(dashboard: Dashboard, demo_run: Path) -> None:
+    lin = _preview(dashboard("curriculum", demo_run, query={"cur_mode": "lin"}))
+    exp = _preview(dashboard("curriculum", demo_run, query={"cur_mode": "exp"}))
+    assert not np.allclose(lin, exp)
+
+
+def test_query_parameters_restore_the_sort_and_knobs(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("curriculum", demo_run,
+                   query={"cur_sort": "last EMD", "cur_min": "0.7", "cur_scale": "3.0"})
+    assert not at.exception
+    assert at.selectbox(key="cur_sort").value == "last EMD"
+    assert at.number_input(key="cur_min").value == 0.7
+    assert at.number_input(key="cur_scale").value == 3.0
+    emd = at.dataframe[-1].value["last EMD"].to_numpy()
+    assert (np.diff(emd) <= 0).all()
+
+
+def test_options_that_cannot_apply_show_a_message_not_a_traceback(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("curriculum", demo_run, query={"cur_min": "3.0", "cur_max": "1.0"})
+    assert not at.exception
+    assert any("min_val" in e.value for e in at.error)
+
+
+def test_apply_keeps_the_new_priorities_in_the_session(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("curriculum", demo_run, query={"cur_mode": "lin"})
+    at.button(key="cur_apply").click().run()
+    assert not at.exception
+    copies = at.session_state["reprioritized"]
+    assert len(copies) == 1
+    stored = next(iter(copies.values()))
+    assert abs(float(stored.sum()) - 1.0) < 1e-9
+
+
+def test_save_writes_new_versions_that_load_and_leaves_the_source_identical(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    before = {p.name: p.read_bytes() for p in source.iterdir()}
+    at = dashboard("curriculum", run_copy, query={"cur_mode": "lin"})
+    wanted = _preview(at)
+    at.button(key="cur_save").click().run()
+    at.button(key="cur_save").click().run()
+    assert not at.exception and not at.error
+    first = run_copy / "reprioritized" / "expert-lin-1"
+    second = run_copy / "reprioritized" / "expert-lin-2"
+    for written in (first, second):
+        buffer = load_buffer(written)
+        by_motion = dict(zip(buffer.motion_ids, buffer.priorities.tolist(), strict=True))
+        motions = at.dataframe[-1].value["motion"].tolist()
+        np.testing.assert_allclose([by_motion[m] for m in motions], wanted, rtol=1e-5)
+    assert any(str(second) in s.value for s in at.success)
+    assert {p.name: p.read_bytes() for p in source.iterdir()} == before

@@ -1,0 +1,109 @@
+"""Curriculum data without Streamlit: history from the log and from run.json, ordering, the
+exact sampling probability, re-prioritized priorities and saving a new checkpoint version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.curriculum_view import (
+    history_from_checkpoint,
+    history_from_records,
+    motion_order,
+    new_priorities,
+    next_version,
+    per_motion,
+    sampling_probability,
+    save_reprioritized,
+)
+from app.run_data import read_log
+from bufcore import load_buffer
+
+
+def test_history_from_the_log_matches_the_history_saved_in_run_json(demo_run: Path) -> None:
+    logged = history_from_records(read_log(demo_run / "metrics.jsonl").records)
+    saved = history_from_checkpoint(demo_run / "checkpoint")
+    assert logged is not None and saved is not None
+    assert logged.steps.tolist() == saved.steps.tolist()
+    order = np.argsort(logged.motion_ids)
+    np.testing.assert_allclose(logged.emd[:, order], saved.emd)
+    np.testing.assert_allclose(logged.probability.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_a_record_with_other_motions_is_skipped_with_a_message() -> None:
+    good = {"kind": "eval", "step": 1, "motion_ids": [1, 2], "emd": [1.0, 2.0],
+            "priority": [1.0, 3.0]}
+    other = {**good, "step": 2, "motion_ids": [1, 3]}
+    history = history_from_records([good, other])
+    assert history is not None and history.rounds == 1
+    assert len(history.problems) == 1
+
+
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_entropy_and_effective_motions_are_maximal_for_uniform_priorities(count: int) -> None:
+    record = {"kind": "eval", "step": 0, "motion_ids": list(range(count)),
+              "emd": [1.0] * count, "priority": [2.0] * count}
+    history = history_from_records([record])
+    assert history is not None
+    assert history.entropy[0] == pytest.approx(np.log(count))
+    assert history.effective_motions[0] == pytest.approx(count)
+
+
+def test_motions_sort_by_last_emd_highest_first_ties_by_id() -> None:
+    records = [{"kind": "eval", "step": s, "motion_ids": [5, 6, 7], "emd": emd,
+                "priority": [1.0, 1.0, 1.0]} for s, emd in ((0, [9.0, 0.0, 0.0]),
+                                                             (1, [1.0, 2.0, 2.0]))]
+    history = history_from_records(records)
+    assert history is not None
+    assert history.motion_ids[motion_order(history, "last EMD")].tolist() == [6, 7, 5]
+    assert history.motion_ids[motion_order(history, "mean EMD")].tolist() == [5, 6, 7]
+
+
+@pytest.mark.parametrize("weighting", ["trajectory", "window"])
+def test_a_trajectory_shorter_than_the_window_is_never_sampled(weighting: str) -> None:
+    p = sampling_probability(np.array([0.9, 0.1]), np.array([2, 10]), need=3,
+                             weighting=weighting)
+    assert p.tolist() == [0.0, 1.0]
+
+
+def test_window_weighting_scales_by_the_number_of_window_starts() -> None:
+    p = sampling_probability(np.array([0.5, 0.5]), np.array([3, 5]), need=3, weighting="window")
+    np.testing.assert_allclose(p, [1 / 4, 3 / 4])
+
+
+def test_per_motion_sums_the_trajectories_of_each_motion() -> None:
+    out = per_motion(np.array([0.2, 0.3, 0.5]), np.array([4, 4, 9]), np.array([9, 4, 1]))
+    np.testing.assert_allclose(out, [0.5, 0.5, 0.0])
+
+
+def test_the_mode_changes_the_new_priorities() -> None:
+    emd = np.array([0.5, 1.0, 1.2, 2.0])
+    lin = new_priorities(emd, mode="lin", min_val=0.5, max_val=2.0, scale=2.0)
+    exp = new_priorities(emd, mode="exp", min_val=0.5, max_val=2.0, scale=2.0)
+    assert lin.sum() == pytest.approx(1.0) and exp.sum() == pytest.approx(1.0)
+    assert not np.allclose(lin, exp)
+
+
+def test_saving_twice_writes_two_versions_and_leaves_the_source_byte_identical(
+    run_copy: Path,
+) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    before = {p.name: p.read_bytes() for p in source.iterdir()}
+    count = len(load_buffer(source).motion_ids)
+    wanted = np.arange(1, count + 1, dtype=np.float64)
+    first = save_reprioritized(source, next_version(run_copy, "lin"), wanted)
+    second = save_reprioritized(source, next_version(run_copy, "lin"), wanted[::-1].copy())
+    assert first != second and first.name == "expert-lin-1" and second.name == "expert-lin-2"
+    np.testing.assert_allclose(load_buffer(first).priorities.numpy(), wanted / wanted.sum(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(load_buffer(second).priorities.numpy(),
+                               wanted[::-1] / wanted.sum(), rtol=1e-6)
+    assert {p.name: p.read_bytes() for p in source.iterdir()} == before
+
+
+def test_saving_onto_an_existing_directory_is_refused(run_copy: Path) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    with pytest.raises(FileExistsError):
+        save_reprioritized(source, source, np.ones(3))

@@ -1,7 +1,8 @@
 """The dashboard's rules (DESIGN §1, §4), checked by reading imports and calls.
 
-- ``pages/`` imports only ``app``, Streamlit, pandas, plotly, numpy and bufcore's public
-  surface (``from bufcore import X`` with X in ``bufcore.__all__``).
+- ``pages/`` imports only ``app``, Streamlit, pandas, plotly, numpy, bufcore's public surface
+  (``from bufcore import X`` with X in ``bufcore.__all__``) and the standard library less the
+  modules that reach the system (os, shutil, subprocess, pickle, io).
 - Only ``app/ui.py`` and ``app/main.py`` import Streamlit; the rest of ``app/`` is plain
   functions testable without it. ``app/`` never imports ``pages``.
 - Neither opens files: all disk I/O goes through bufcore (its persist layer).
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,11 @@ from tests.policy.test_layers import ROOT, imported, io_violations, module_id, m
 
 APP = ROOT / "app"
 PAGES = ROOT / "pages"
-PAGE_IMPORTS = ("app", "streamlit", "pandas", "plotly", "numpy", "__future__")
+SYSTEM_MODULES = ("os", "shutil", "subprocess", "pickle", "io")
+PAGE_IMPORTS = (
+    "app", "streamlit", "pandas", "plotly", "numpy",
+    *(name for name in sys.stdlib_module_names if name not in SYSTEM_MODULES),
+)
 STREAMLIT_MODULES = ("app.ui", "app.main")
 
 

@@ -25,15 +25,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from app.run_data import REPRIORITIZED_DIR
 from bufcore import emd_to_priorities, load_buffer
 from bufcore.curriculum.history import options_from_state, rounds_from_state
 from bufcore.persist.run_checkpoint import read_run_state
-from bufcore.runs.inspect import RUN_CHECKPOINT
 
 # Ways to order the motions of the heatmap and the tables (the page's cur_sort choices).
 SORTS = ("motion id", "last EMD", "mean EMD", "priority")
 # Folder of a run where re-prioritized expert checkpoints are written.
-REPRIORITIZED_DIR = "reprioritized"
 
 
 @dataclass(frozen=True)
@@ -186,13 +185,6 @@ def history_from_checkpoint(checkpoint: Path) -> CurriculumHistory | None:
     if curriculum is None:
         return None
     return history_from_state(curriculum)
-
-
-def save_base(source: Path, kind: str) -> Path:
-    """The run directory re-prioritized checkpoints go under: the source itself, or for a run
-    checkpoint its parent (never inside ``checkpoint/``: a run's next save would refuse to
-    replace a checkpoint directory holding anything else)."""
-    return source.parent if kind == RUN_CHECKPOINT else source
 
 
 def motion_order(history: CurriculumHistory, by: str) -> np.ndarray:

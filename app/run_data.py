@@ -23,6 +23,9 @@ from bufcore.persist.run_summary import (
 from bufcore.persist.summary import CheckpointSummary, summarize_checkpoint
 from bufcore.runs.inspect import BUFFER_CHECKPOINT, RUN_CHECKPOINT, buffer_dirs, source_kind
 
+# Where the Curriculum page saves re-prioritized expert checkpoints, under the run directory;
+# they are listed with the run's buffers as "reprioritized/<name>".
+REPRIORITIZED_DIR = "reprioritized"
 # What reading a damaged or unexpected file raises (CorruptFileError is a ValueError).
 READ_ERRORS = (OSError, ValueError, KeyPathError, MemoryError)
 
@@ -81,6 +84,13 @@ def checkpoint_dir(path: Path) -> Path | None:
     return path / CHECKPOINT_DIR
 
 
+def save_base(source: Path, kind: str) -> Path:
+    """The run directory re-prioritized checkpoints go under: the source itself, or for a run
+    checkpoint its parent (never inside ``checkpoint/``: a run's next save would refuse to
+    replace a checkpoint directory holding anything else)."""
+    return source.parent if kind == RUN_CHECKPOINT else source
+
+
 def read_source(path: Path) -> SourceData:
     """Summarize the source at ``path`` part by part (never raises for a damaged part).
 
@@ -106,6 +116,10 @@ def read_source(path: Path) -> SourceData:
                 run = summarize_run_checkpoint(checkpoint)
             except READ_ERRORS as err:
                 errors.append(str(err))
+    saved = save_base(path, kind) / REPRIORITIZED_DIR
+    buffers += tuple(
+        _buffer(folder, f"{REPRIORITIZED_DIR}/{folder.name}") for folder in _versions(saved)
+    )
     metrics = None
     has_log = (path / METRICS_FILE).exists()
     if has_log:
@@ -116,11 +130,22 @@ def read_source(path: Path) -> SourceData:
     return SourceData(path, kind, buffers, run, metrics, has_log, tuple(errors))
 
 
-def _buffer(folder: Path) -> BufferEntry:
+def _buffer(folder: Path, name: str | None = None) -> BufferEntry:
+    name = folder.name if name is None else name
     try:
-        return BufferEntry(folder.name, folder, summarize_checkpoint(folder))
+        return BufferEntry(name, folder, summarize_checkpoint(folder))
     except READ_ERRORS as err:
-        return BufferEntry(folder.name, folder, None, str(err))
+        return BufferEntry(name, folder, None, str(err))
+
+
+def _versions(folder: Path) -> list[Path]:
+    """The checkpoint directories saved under ``folder``, by name (hidden staging left out)."""
+    if not folder.is_dir():
+        return []
+    return sorted(
+        (entry for entry in folder.iterdir() if entry.is_dir() and not entry.name.startswith(".")),
+        key=lambda entry: entry.name,
+    )
 
 
 @dataclass(frozen=True)

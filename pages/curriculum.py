@@ -24,11 +24,10 @@ from app.curriculum_view import (
     new_priorities,
     next_version,
     per_motion,
-    save_base,
     save_reprioritized,
     trajectory_priorities,
 )
-from app.run_data import READ_ERRORS, checkpoint_dir
+from app.run_data import READ_ERRORS, checkpoint_dir, save_base
 from app.sources import OutsideRootsError, resolve_under_roots
 from app.trajectory_stats import expert_from_leaves, window_settings
 
@@ -47,7 +46,7 @@ if source is None or data is None:
     st.stop()
 
 history = None
-if data.metrics is not None:
+if data.has_log:
     log = ui.load_log(source.path)
     ui.show_problems(log.problems, what="log lines")
     history = history_from_records(log.records)

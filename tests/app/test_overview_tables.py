@@ -55,3 +55,14 @@ def test_read_log_reads_every_record_of_the_demo_run(demo_run: Path) -> None:
 
 def test_read_log_of_a_missing_file_is_empty(tmp_path: Path) -> None:
     assert read_log(tmp_path / "metrics.jsonl") == MetricsLog((), (), 0)
+
+
+def test_reprioritized_versions_are_listed_with_the_runs_buffers(run_copy: Path) -> None:
+    import shutil
+
+    expert = run_copy / "checkpoint" / "buffers" / "expert"
+    shutil.copytree(expert, run_copy / "reprioritized" / "expert-exp-1")
+    names = [entry.name for entry in read_source(run_copy).buffers]
+    assert names == ["expert", "train", "z", "reprioritized/expert-exp-1"]
+    from_checkpoint = read_source(run_copy / "checkpoint")
+    assert [e.name for e in from_checkpoint.buffers][-1] == "reprioritized/expert-exp-1"

@@ -9,7 +9,8 @@ One run, built only from bufcore:
    (``n_dim=2``, ``end_key="truncated"``, BFM-Zero's row layout). Each episode tracks a motion
    drawn by the expert buffer's priorities.
 3. Every ``update_every`` steps: the policy takes a step on expert windows (``z`` from the fixed
-   backward map), their ``z`` and as many random ones go into the :class:`~bufcore.ZBuffer`,
+   backward map), their ``z`` and as many random ones go into the :class:`~bufcore.ZBuffer`
+   (which slot holds which kind is kept beside it, :mod:`~bufcore.runs.demo.zsource`),
    and the value function takes a TD step on online windows, weighted by TD-EMA.
 4. Every ``eval_every`` steps: each motion is tracked from its first frame, its EMD to the
    expert frames is measured, and the :class:`~bufcore.Curriculum` re-prioritises the expert
@@ -53,6 +54,7 @@ from bufcore.runs.demo.rundir import (
     check_run_dir,
     write_motions,
 )
+from bufcore.runs.demo.zsource import EXPERT, RANDOM, ZSources
 from bufcore.runs.runlog import RunLogger
 from bufcore.stats.td_ema import TDStatsEMA
 from bufcore.stats.td_weighting import TDWeighting
@@ -260,6 +262,7 @@ class _Loop:
         self.policy, self.value, self.weighting = policy, value, weighting
         self.bank, self.envs, self.generator = bank, envs, generator
         self.episodes = 0
+        self.z_sources = ZSources(zbuffer.capacity)
 
     def mean_emd(self) -> list[float]:
         """Mean EMD over motions, one per curriculum round so far."""
@@ -298,6 +301,8 @@ class _Loop:
         policy_loss = self.policy.train_step(z, state, future[:, 0])
         scale = z.norm(dim=1).mean() / math.sqrt(options.z_dim)
         random_z = torch.randn(z.shape, generator=self.generator) * scale
+        codes = torch.tensor([EXPERT, RANDOM]).repeat_interleave(len(z))
+        self.z_sources.record(self.zbuffer.cursor, codes)
         self.zbuffer.add(torch.cat([z, random_z]))
 
         batch = self.online.sample(options.batch_size)
@@ -383,6 +388,7 @@ class _Loop:
                 "options": self.options.to_json(),
                 "curriculum": self.curriculum.state_dict(),
                 "td_ema": ema.state_dict(),
+                "z_source": self.z_sources.state(len(self.zbuffer)),
                 "agent": {
                     "backward_map": self.encoder.matrix.tolist(),
                     "policy": self.policy.state_dict(),

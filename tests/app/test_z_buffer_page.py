@@ -1,0 +1,92 @@
+"""The Z-buffer page on the demo run: projection, URL-bound subset and colour, Resample, and
+its messages for empty, damaged and untagged buffers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from bufcore import ZBuffer
+from tests.app.conftest import Dashboard
+from tests.support import TINY_DEMO
+
+
+def captions(at: AppTest) -> str:
+    return " ".join(c.value for c in at.caption)
+
+
+def drop_sources(run: Path) -> None:
+    state_file = run / "checkpoint" / "run.json"
+    state = json.loads(state_file.read_text())
+    del state["z_source"]
+    state_file.write_text(json.dumps(state))
+
+
+def test_the_page_projects_the_stored_z(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("z_buffer", demo_run)
+    assert not at.exception
+    # The tiny run holds fewer z than the default subset: all of them are shown.
+    assert f"{TINY_DEMO.z_capacity} of {TINY_DEMO.z_capacity} stored z (seed 0)" in captions(at)
+
+
+def test_resample_draws_another_subset_under_a_new_seed(dashboard: Dashboard,
+                                                        demo_run: Path) -> None:
+    at = dashboard("z_buffer", demo_run, query={"z_points": "10"})
+    assert "10 of 64 stored z (seed 0)" in captions(at)
+    at.button[0].click().run()
+    assert not at.exception
+    assert at.number_input(key="z_seed").value == 1
+    assert "10 of 64 stored z (seed 1)" in captions(at)
+
+
+def test_query_parameters_restore_the_subset_and_colour(dashboard: Dashboard,
+                                                        demo_run: Path) -> None:
+    at = dashboard("z_buffer", demo_run,
+                   query={"z_points": "12", "z_seed": "5", "z_colour": "source"})
+    assert not at.exception
+    assert at.number_input(key="z_points").value == 12
+    assert at.number_input(key="z_seed").value == 5
+    assert "12 of 64 stored z (seed 5)" in captions(at)
+    # The demo records sources: the page colours by them.
+    assert "where each z came from" in captions(at)
+    assert not at.info
+
+
+def test_a_run_without_sources_says_so_and_colours_by_age(dashboard: Dashboard,
+                                                         run_copy: Path) -> None:
+    drop_sources(run_copy)
+    at = dashboard("z_buffer", run_copy, query={"z_colour": "source"})
+    assert not at.exception
+    assert any("did not record z sources" in i.value for i in at.info)
+    assert "Colour: age" in captions(at)
+
+
+def test_sources_that_do_not_match_the_buffer_are_reported(dashboard: Dashboard,
+                                                           run_copy: Path) -> None:
+    state_file = run_copy / "checkpoint" / "run.json"
+    state = json.loads(state_file.read_text())
+    state["z_source"]["slots"] = state["z_source"]["slots"][:3]
+    state_file.write_text(json.dumps(state))
+    at = dashboard("z_buffer", run_copy, query={"z_colour": "source"})
+    assert not at.exception
+    assert any("z_source" in w.value and "run.json" in w.value for w in at.warning)
+
+
+def test_an_empty_z_buffer_says_so_naming_it(dashboard: Dashboard, run_copy: Path) -> None:
+    z_dir = run_copy / "checkpoint" / "buffers" / "z"
+    ZBuffer(TINY_DEMO.z_capacity, TINY_DEMO.z_dim).save(z_dir)
+    at = dashboard("z_buffer", run_copy)
+    assert not at.exception
+    assert any("empty" in i.value and str(z_dir) in i.value for i in at.info)
+
+
+def test_a_damaged_z_buffer_is_reported_naming_the_file(dashboard: Dashboard,
+                                                        run_copy: Path) -> None:
+    config = run_copy / "checkpoint" / "buffers" / "z" / "config.json"
+    config.write_text("{not json")
+    at = dashboard("z_buffer", run_copy)
+    assert not at.exception
+    assert any("config.json" in w.value for w in at.warning)
+    assert any("no readable ZBuffer" in i.value for i in at.info)

@@ -21,6 +21,7 @@ from bufcore.errors import CorruptCheckpointError, CorruptFileError, KeyPathErro
 from bufcore.persist.episodes import load_episode_based_h5, save_episodes
 from bufcore.runs.runlog import RunLogger, read_metrics
 from bufcore.sampling.boundaries import find_start_stop_traj
+from bufcore.sampling.index import SampleIndex
 from bufcore.stats.td_ema import TDStatsEMA
 from bufcore.stats.td_weighting import TDWeighting, build_weights, compute_td_errors
 
@@ -32,6 +33,7 @@ __all__ = [
     "KeyPathError",
     "Round",
     "RunLogger",
+    "SampleIndex",
     "StateError",
     "TDStatsEMA",
     "TDWeighting",

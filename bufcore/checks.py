@@ -207,3 +207,36 @@ def check_separator(value: Any, argument: str = "nested_key_separator") -> str:
             f"{argument}: '/' is HDF5's group separator; choose another, got {value!r}"
         )
     return value
+
+
+def check_generator(
+    value: Any, device: torch.device, argument: str = "generator"
+) -> torch.Generator:
+    """``value`` if it is a ``torch.Generator`` on ``device`` (the tensors it would draw for).
+
+    Devices are compared as torch uses them: ``"cuda"`` is the current CUDA device.
+
+    Raises:
+        TypeError: not a ``torch.Generator``.
+        ValueError: a generator on another device.
+    """
+    if not isinstance(value, torch.Generator):
+        raise TypeError(f"{argument}: expected a torch.Generator, got {_describe(value)}")
+    got, expected = _concrete(value.device), _concrete(device)
+    if got != expected:
+        raise ValueError(
+            f"{argument}: expected a generator on the buffer's device {str(expected)!r}, "
+            f"got one on {str(got)!r}"
+        )
+    return value
+
+
+def _concrete(device: torch.device) -> torch.device:
+    """``device`` with its index filled in (``cuda`` -> ``cuda:0`` when 0 is current)."""
+    index: int | None = device.index  # torch's stubs say int; it is None for "cuda"
+    if index is not None or device.type == "cpu":
+        return device
+    try:
+        return torch.empty(0, device=device).device
+    except (RuntimeError, AssertionError, ImportError):
+        return device  # not usable here; compared as written

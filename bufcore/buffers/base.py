@@ -19,11 +19,13 @@ from __future__ import annotations
 import os
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
 
 import torch
 
-from bufcore.checks import check_device, check_seed, check_usable_device
+from bufcore.checks import check_device, check_generator, check_seed, check_usable_device
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import (
@@ -33,7 +35,7 @@ from bufcore.persist.checkpoint import (
     save_checkpoint,
     saved_ring_position,
 )
-from bufcore.rng import generator_state, restore_generator
+from bufcore.rng import generator_state, restore_generator, undone_on_error
 from bufcore.storage.ring import RingStorage
 
 B = TypeVar("B", bound="CheckpointedBuffer")
@@ -44,14 +46,15 @@ _TARGETS: dict[str, type[CheckpointedBuffer]] = {}
 class CheckpointedBuffer(ABC):
     """Base of every buffer class: its ring position, ``save``, ``load`` and their hooks.
 
-    Subclasses set ``checkpoint_targets`` and own ``_storage``, ``_generator``, ``seed`` and
-    ``nested_key_separator``; they override ``_config``, ``_init_kwargs`` and, for state beyond
-    the rows and the generator, ``_state`` and ``_restore``.
+    Subclasses set ``checkpoint_targets`` and own ``_storage``, ``_generator``, ``seed``,
+    ``device`` and ``nested_key_separator``; they override ``_config``, ``_init_kwargs`` and,
+    for state beyond the rows and the generator, ``_state`` and ``_restore``.
     """
 
     checkpoint_targets: ClassVar[tuple[str, ...]] = ()
     nested_key_separator: str = "-"
     seed: int | None
+    device: torch.device
     _storage: RingStorage
     _generator: torch.Generator
 
@@ -80,6 +83,27 @@ class CheckpointedBuffer(ABC):
     def is_full(self) -> bool:
         """Whether a write has reached the last row (config.json's ``_is_full``)."""
         return self._storage.is_full
+
+    # --------------------------------------------------------------- sampling
+    @contextmanager
+    def _drawing(
+        self, generator: torch.Generator | None, *, argument: str
+    ) -> Iterator[torch.Generator]:
+        """The generator a sample draws from, set back as it was if the block raises.
+
+        ``None`` is the buffer's own generator; a caller's is checked first (before anything
+        is drawn) and used instead, leaving the buffer's own stream where it was.
+
+        Raises:
+            TypeError: ``generator`` is not a ``torch.Generator``.
+            ValueError: ``generator`` is on another device than the buffer.
+            MemoryError: the block ran out of memory (names ``argument``).
+        """
+        chosen = (
+            self._generator if generator is None else check_generator(generator, self.device)
+        )
+        with undone_on_error(chosen, argument=argument):
+            yield chosen
 
     # ------------------------------------------------------------------ hooks
     @abstractmethod

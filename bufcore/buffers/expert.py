@@ -24,7 +24,6 @@ from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.buffers.episode_rows import EpisodeRows
 from bufcore.buffers.windowed import (
     DEFAULT_END_KEY,
@@ -32,14 +31,13 @@ from bufcore.buffers.windowed import (
     WindowedBuffer,
     WindowOptions,
     check_end_leaf,
-    gather_windows,
 )
 from bufcore.checks import check_device, check_seed, check_separator
 from bufcore.curriculum.history import preview
 from bufcore.curriculum.priorities import FLOAT32_MAX, real_values
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.rng import make_generator, undone_on_error
+from bufcore.rng import make_generator
 from bufcore.sampling.boundaries import find_start_stop_traj
 from bufcore.sampling.windows import TrajectoryTable, Weighting, draw_from_table
 from bufcore.storage.ring import RingStorage, RowSource
@@ -49,7 +47,7 @@ from bufcore.tree import Key, as_key, as_key_path, format_key_path, key_json, to
 _SUM_TOLERANCE = 1e-4
 
 
-class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
+class TrajectoryDictBuffer(WindowedBuffer):
     """Read-only buffer of expert episodes, sampled as windows with per-trajectory priorities.
 
     Episodes are laid end to end in list order (rows ``[0, capacity)``). Each episode ends a
@@ -181,33 +179,24 @@ class TrajectoryDictBuffer(WindowedBuffer, CheckpointedBuffer):
         )
 
     # ---------------------------------------------------------------- reading
-    def sample(self, batch_size: int = 1, seq_length: int | None = None) -> dict[str, Any]:
-        """``batch_size // seq_length`` windows, trajectories drawn by priority, slice-major.
-
-        Returns:
-            ``{key: [batch_size, ...] for key in output_key_t}`` plus ``"next"`` for
-            ``output_key_tp1`` (if not empty).
-
-        Raises:
-            ValueError: the reference's batch-size checks, no trajectory long enough (the
-                message gives the length range), or zero priority on all that are.
-            KeyError: an output key matches no stored leaf.
-        """
-        seq, slices = self._window.request(batch_size, seq_length)
-        paths = self._window.output_paths(self._storage.spec or {})
-        with undone_on_error(self._generator, argument="batch_size"):
-            start, env = draw_from_table(
-                self._table,
-                count=slices,
-                need=seq + self._window.offset,
-                weighting=self.weighting,
-                generator=self._generator,
-                priorities=self.priorities,
-            )
-            return gather_windows(self._storage, start, env, seq_length=seq, paths=paths)
+    def _draw_starts(
+        self, count: int, need: int, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return draw_from_table(
+            self._table,
+            count=count,
+            need=need,
+            weighting=self.weighting,
+            generator=generator,
+            priorities=self.priorities,
+        )
 
     def trajectories(self) -> TrajectoryTable:
-        """The trajectories: env column (all 0), first and last row (inclusive)."""
+        """The trajectories: env column (all 0), first and last row (inclusive).
+
+        Position ``i`` is trajectory ``i`` of ``priorities`` and ``motion_ids``, so a
+        :meth:`sample_index` ``trajectory`` value ``i`` drew motion ``motion_ids[i]``.
+        """
         return self._table
 
     # ------------------------------------------------------------- priorities

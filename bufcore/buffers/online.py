@@ -38,13 +38,11 @@ from bufcore.buffers.windowed import (
     WindowOptions,
     check_end_leaf,
     end_matrix,
-    gather_windows,
 )
 from bufcore.checks import check_int
 from bufcore.errors import KeyPathError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.rng import undone_on_error
 from bufcore.sampling.boundaries import OnlineBoundaries
 from bufcore.sampling.windows import TrajectoryTable, Weighting, sample_window_starts
 from bufcore.storage.ring import Batch, RingStorage
@@ -151,31 +149,12 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
             raise
 
     # ---------------------------------------------------------------- reading
-    def sample(self, batch_size: int = 1, seq_length: int | None = None) -> dict[str, Any]:
-        """``batch_size // seq_length`` windows of ``seq_length`` consecutive rows, slice-major.
-
-        Returns:
-            ``{key: [batch_size, ...] for key in output_key_t}`` plus ``"next"`` with the rows
-            after them for ``output_key_tp1`` (if not empty).
-
-        Raises:
-            ValueError: the buffer is empty, the reference's batch-size checks, or no
-                trajectory is long enough (the message gives the stored length range).
-            KeyError: an output key matches no stored leaf.
-        """
-        seq, slices = self._window.request(batch_size, seq_length)
-        if self.empty():
-            raise ValueError("cannot sample: the buffer is empty (extend it first)")
-        paths = self._window.output_paths(self._storage.spec or {})
-        with undone_on_error(self._generator, argument="batch_size"):
-            start, env = sample_window_starts(
-                self._boundaries,
-                count=slices,
-                need=seq + self._window.offset,
-                weighting=self.weighting,
-                generator=self._generator,
-            )
-            return gather_windows(self._storage, start, env, seq_length=seq, paths=paths)
+    def _draw_starts(
+        self, count: int, need: int, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return sample_window_starts(
+            self._boundaries, count=count, need=need, weighting=self.weighting, generator=generator
+        )
 
     def trajectories(self) -> TrajectoryTable:
         """The live trajectories: env column, first and last *absolute* time (inclusive).

@@ -20,7 +20,8 @@ from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.rng import make_generator, undone_on_error
+from bufcore.rng import make_generator
+from bufcore.sampling.index import SampleIndex
 from bufcore.storage.ring import Batch, RingStorage
 from bufcore.tree import format_key_path, unflatten
 
@@ -133,25 +134,55 @@ class DictBuffer(CheckpointedBuffer):
             )
 
     # ---------------------------------------------------------------- reading
-    def sample(self, batch_size: int) -> dict[str, Any]:
+    def sample(
+        self, batch_size: int, *, generator: torch.Generator | None = None
+    ) -> dict[str, Any]:
         """Draw ``batch_size`` rows uniformly, with replacement, from the filled rows.
+
+        Args:
+            batch_size: Rows to draw.
+            generator: Draw from this generator instead of the buffer's own, whose stream then
+                stays where it was; ``None`` for the buffer's own.
 
         Returns:
             The nested structure of the stored data; every leaf a contiguous tensor
-            ``[batch_size, ...]`` on the buffer's device.
+            ``[batch_size, ...]`` on the buffer's device: the rows at
+            ``sample_index(batch_size).rows``.
+
+        Raises:
+            ValueError: the buffer is empty, ``batch_size`` is outside ``[1, 2**62]``, or
+                ``generator`` is on another device.
+            TypeError: ``generator`` is not a ``torch.Generator``.
+            MemoryError: the output cannot be allocated (the generator is left as it was).
+        """
+        with self._drawing(generator, argument="batch_size") as drawn_from:
+            return unflatten(self._storage.gather(self._draw_rows(batch_size, drawn_from)))
+
+    def sample_index(
+        self, batch_size: int, *, generator: torch.Generator | None = None
+    ) -> SampleIndex:
+        """Where :meth:`sample` with these arguments would read, drawn as it draws.
+
+        The generator advances exactly as :meth:`sample` advances it.
+
+        Raises:
+            ValueError: as :meth:`sample`.
+            TypeError: as :meth:`sample`.
+        """
+        with self._drawing(generator, argument="batch_size") as drawn_from:
+            return SampleIndex.of_rows(self._draw_rows(batch_size, drawn_from), 1)
+
+    def _draw_rows(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """``batch_size`` filled rows drawn uniformly (checked before drawing).
 
         Raises:
             ValueError: the buffer is empty or ``batch_size`` is outside ``[1, 2**62]``.
-            MemoryError: the output cannot be allocated (the generator is left as it was).
+            TypeError: ``batch_size`` is not an int.
         """
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=MAX_COUNT)
         if self.empty():
             raise ValueError("cannot sample: the buffer is empty (extend it first)")
-        with undone_on_error(self._generator, argument="batch_size"):
-            index = torch.randint(
-                len(self), (batch_size,), generator=self._generator, device=self.device
-            )
-            return unflatten(self._storage.gather(index))
+        return torch.randint(len(self), (batch_size,), generator=generator, device=self.device)
 
     def get_full_buffer(self) -> dict[str, Any]:
         """A copy of the filled rows in chronological order (oldest first); ``{}`` when empty."""

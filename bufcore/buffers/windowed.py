@@ -5,7 +5,9 @@ Both :class:`~bufcore.buffers.online.TrajectoryDictBufferMultiDim` and
 slice-major (rows ``[i * L, (i + 1) * L)`` are one window), as
 ``{key: [batch, ...], "next": {key: [batch, ...]}}``; ``next`` holds the row after each one in
 the same env, and a window plus its ``next`` rows lie in one trajectory. :class:`WindowOptions`
-holds their options, validated once; the helpers below read end flags and gather windows.
+holds their options, validated once; the helpers below read end flags and gather windows, and
+:class:`WindowedBuffer` samples: it draws the windows' rows
+(:class:`~bufcore.sampling.index.SampleIndex`, what ``sample_index`` returns), then gathers them.
 
 Keys: an output or end key is a str (top level) or a tuple key path (any depth); JSON configs
 store tuples as lists, and a nested dict key selects all its leaves.
@@ -13,16 +15,26 @@ store tuples as lists, and a nested dict key selects all its leaves.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.checks import MAX_COUNT, check_int
 from bufcore.errors import KeyPathError
 from bufcore.fields import Field
-from bufcore.sampling.windows import WEIGHTINGS, Weighting, check_weighting, window_index
+from bufcore.sampling.index import SampleIndex
+from bufcore.sampling.windows import (
+    WEIGHTINGS,
+    TrajectoryTable,
+    Weighting,
+    check_weighting,
+    table_position,
+    window_index,
+)
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import (
     Key,
@@ -183,26 +195,112 @@ def end_matrix(tensor: torch.Tensor, batch_dims: int) -> torch.Tensor:
 
 
 def gather_windows(
-    storage: RingStorage,
-    start: torch.Tensor,
-    env: torch.Tensor,
-    *,
-    seq_length: int,
-    paths: tuple[list[KeyPath], list[KeyPath]],
+    storage: RingStorage, rows: torch.Tensor, paths: tuple[list[KeyPath], list[KeyPath]]
 ) -> dict[str, Any]:
-    """Read the windows' rows (and the rows after them) with one gather per leaf each."""
+    """Read the window ``rows`` (and the rows one time step after them) with one gather per
+    leaf each."""
     paths_t, paths_tp1 = paths
-    shape = {"length": seq_length, "capacity": storage.capacity, "env_count": storage.envs}
-    out = unflatten(storage.gather(window_index(start, env, **shape), paths_t))
+    out = unflatten(storage.gather(rows, paths_t))
     if paths_tp1:
-        out["next"] = unflatten(storage.gather(window_index(start + 1, env, **shape), paths_tp1))
+        step = storage.envs
+        following = torch.remainder(rows + step, storage.capacity * step)
+        out["next"] = unflatten(storage.gather(following, paths_tp1))
     return out
 
 
-class WindowedBuffer:
-    """The window options of a trajectory buffer as read-only attributes (BFM-Zero's names)."""
+class WindowedBuffer(CheckpointedBuffer):
+    """A trajectory buffer: its window options as read-only attributes (BFM-Zero's names), and
+    sampling as draw-the-windows-then-gather.
+
+    Subclasses say how window starts are drawn (:meth:`_draw_starts`) and list their
+    trajectories (:meth:`trajectories`, in the time frame of those starts).
+    """
 
     _window: WindowOptions
+
+    @abstractmethod
+    def _draw_starts(
+        self, count: int, need: int, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``count`` window starts ``(time, env)`` of windows needing ``need`` rows each.
+
+        Raises:
+            ValueError: no trajectory can hold such a window.
+        """
+
+    @abstractmethod
+    def trajectories(self) -> TrajectoryTable:
+        """The trajectories windows are drawn from, sorted by env, then time."""
+
+    def sample(
+        self,
+        batch_size: int = 1,
+        seq_length: int | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> dict[str, Any]:
+        """``batch_size // seq_length`` windows of ``seq_length`` consecutive rows, slice-major.
+
+        Args:
+            batch_size: Rows in all (a multiple of the window length).
+            seq_length: Window length; ``None`` for the buffer's ``seq_length``.
+            generator: Draw from this generator (on the buffer's device) instead of the
+                buffer's own, whose stream then stays where it was; ``None`` for its own.
+
+        Returns:
+            ``{key: [batch_size, ...] for key in output_key_t}`` plus ``"next"`` with the rows
+            after them for ``output_key_tp1`` (if not empty): the storage at
+            ``sample_index(...).rows`` and the rows one time step later.
+
+        Raises:
+            ValueError: the buffer is empty, the reference's batch-size checks, no trajectory
+                long enough (the message gives the stored length range), zero priority on every
+                one that is, or a generator on another device.
+            TypeError: non-int sizes, or ``generator`` not a ``torch.Generator``.
+            KeyError: an output key matches no stored leaf.
+            MemoryError: the output cannot be allocated (the generator is left as it was).
+        """
+        with self._drawing(generator, argument="batch_size") as drawn_from:
+            rows, _, _, paths = self._draw_windows(batch_size, seq_length, drawn_from)
+            return gather_windows(self._storage, rows, paths)
+
+    def sample_index(
+        self,
+        batch_size: int = 1,
+        seq_length: int | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> SampleIndex:
+        """Where :meth:`sample` with these arguments would read, drawn as it draws.
+
+        The generator advances exactly as :meth:`sample` advances it. ``trajectory`` gives,
+        per window, its trajectory's position in :meth:`trajectories`.
+
+        Raises:
+            ValueError: as :meth:`sample`.
+            TypeError: as :meth:`sample`.
+            KeyError: as :meth:`sample`.
+        """
+        with self._drawing(generator, argument="batch_size") as drawn_from:
+            rows, start, env, _ = self._draw_windows(batch_size, seq_length, drawn_from)
+            trajectory = table_position(self.trajectories(), start, env)
+            return SampleIndex.of_rows(rows, self._storage.envs, trajectory)
+
+    def _draw_windows(
+        self, batch_size: int, seq_length: int | None, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[list[KeyPath], list[KeyPath]]]:
+        """The flat rows of the drawn windows (slice-major), each window's start and env, and
+        the leaves read for ``t`` and ``next``; everything is checked before drawing."""
+        seq, windows = self._window.request(batch_size, seq_length)
+        if self.empty():
+            raise ValueError("cannot sample: the buffer is empty (extend it first)")
+        paths = self._window.output_paths(self._storage.spec or {})
+        start, env = self._draw_starts(windows, seq + self._window.offset, generator)
+        storage = self._storage
+        rows = window_index(
+            start, env, length=seq, capacity=storage.capacity, env_count=storage.envs
+        )
+        return rows, start, env, paths
 
     @property
     def seq_length(self) -> int:

@@ -23,7 +23,8 @@ from bufcore.checks import (
 )
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.rng import make_generator, undone_on_error
+from bufcore.rng import make_generator
+from bufcore.sampling.index import SampleIndex
 from bufcore.storage.ring import STORABLE, Batch, RingStorage
 from bufcore.tree import LeafSpec, dtype_from_name, dtype_name
 
@@ -86,23 +87,70 @@ class ZBuffer(CheckpointedBuffer):
         with torch.no_grad():
             self._storage.write(Batch({_Z: tensor}, int(tensor.shape[0]), None))
 
-    def sample(self, num: int, device: str | torch.device | None = None) -> torch.Tensor:
+    def sample(
+        self,
+        num: int,
+        device: str | torch.device | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """``num`` vectors drawn uniformly with replacement: a fresh ``[num, dim]`` tensor.
 
+        Args:
+            num: Vectors to draw.
+            device: Where to put them; ``None`` for the buffer's device.
+            generator: Draw from this generator (on the buffer's device) instead of the
+                buffer's own, whose stream then stays where it was; ``None`` for its own.
+
         Raises:
-            ValueError: the buffer is empty, ``num < 0``, or a device that is unknown or not
-                usable in this process (all checked before anything is drawn).
-            TypeError: ``num`` is not an int, or ``device`` not a str or ``torch.device``.
+            ValueError: the buffer is empty, ``num < 0``, a device that is unknown or not
+                usable in this process, or a generator on another device than the buffer's
+                (all checked before anything is drawn).
+            TypeError: ``num`` is not an int, ``device`` not a str or ``torch.device``, or
+                ``generator`` not a ``torch.Generator``.
             MemoryError: the output cannot be allocated (the generator is left as it was).
+        """
+        with self._drawing(generator, argument="num") as drawn_from:
+            rows, target = self._draw_rows(num, device, drawn_from)
+            z = self._storage.gather(rows)[_Z]
+            return z if target is None else z.to(target)
+
+    def sample_index(
+        self,
+        num: int,
+        device: str | torch.device | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> SampleIndex:
+        """Where :meth:`sample` with these arguments would read, drawn as it draws.
+
+        The generator advances exactly as :meth:`sample` advances it; the index tensors are
+        put on ``device`` as the vectors would be.
+
+        Raises:
+            ValueError: as :meth:`sample`.
+            TypeError: as :meth:`sample`.
+        """
+        with self._drawing(generator, argument="num") as drawn_from:
+            rows, target = self._draw_rows(num, device, drawn_from)
+            index = SampleIndex.of_rows(rows, 1)
+            return index if target is None else index.to(target)
+
+    def _draw_rows(
+        self, num: int, device: str | torch.device | None, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.device | None]:
+        """``num`` rows drawn uniformly, and the output device (both checked first).
+
+        Raises:
+            ValueError: the buffer is empty, ``num < 0`` or an unusable device.
+            TypeError: ``num`` is not an int or ``device`` not a device.
         """
         num = check_int(num, "num", minimum=0, maximum=MAX_COUNT)
         target = None if device is None else check_usable_device(check_device(device))
         if self.empty():
             raise ValueError("cannot sample: the z buffer is empty (add to it first)")
-        with undone_on_error(self._generator, argument="num"):
-            index = torch.randint(len(self), (num,), generator=self._generator, device=self.device)
-            z = self._storage.gather(index)[_Z]
-            return z if target is None else z.to(target)
+        rows = torch.randint(len(self), (num,), generator=generator, device=self.device)
+        return rows, target
 
     # ------------------------------------------------------------ persistence
     def _config(self) -> dict[str, Any]:

@@ -140,6 +140,22 @@ def draw_from_table(
     return table.start[chosen] + offset, table.env[chosen]
 
 
+def table_position(table: TrajectoryTable, time: torch.Tensor, env: torch.Tensor) -> torch.Tensor:
+    """The position in ``table`` of the trajectory holding each ``(time, env)``.
+
+    The table is sorted by env, then time (as every table here is), and each queried time lies
+    inside a trajectory of its env (a drawn window start does), so a search over the key
+    ``env * span + (start - first)`` finds it; ``span`` is the table's time range, so keys never
+    collide and stay within ``E * span`` (the ring's rows), far from overflowing int64.
+    """
+    if len(table.start) == 0:
+        return torch.zeros_like(time)
+    first = table.start.min()
+    span = table.stop.max() - first + 1
+    keys = table.env * span + (table.start - first)
+    return torch.searchsorted(keys, env * span + (time - first), right=True) - 1
+
+
 def no_eligible_message(table: TrajectoryTable, need: int, count: int) -> str:
     """The error for a table without a trajectory of ``need`` rows."""
     if len(table.env) == 0:

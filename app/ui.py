@@ -188,3 +188,21 @@ def set_session_priorities(buffer_path: Path, priorities: np.ndarray | None) -> 
     else:
         copies[str(buffer_path)] = np.array(priorities, dtype=np.float64)
     st.session_state[REPRIORITIZED] = copies
+
+
+@st.cache_data(show_spinner="Reading the end flags...", max_entries=8)
+def _cached_end_flags(path: str, key_path: tuple[str, ...], key: Fingerprint) -> np.ndarray:
+    del key
+    from app.ring import end_flags as flags_of
+
+    return flags_of(loaded_buffer(Path(path)), key_path)
+
+
+def end_flags(path: Path, key_path: Sequence[str]) -> np.ndarray:
+    """The end flags ``[length, env]`` of the trajectory buffer at ``path``, cached per version.
+
+    Raises:
+        Whatever loading the buffer raises for a damaged checkpoint (READ_ERRORS), or
+        KeyError: no leaf at ``key_path``.
+    """
+    return _cached_end_flags(str(path), tuple(key_path), fingerprint(path))

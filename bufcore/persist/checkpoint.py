@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import h5py
 import torch
 
 from bufcore.errors import CorruptCheckpointError, StateError, StatePart
@@ -194,6 +195,10 @@ class CheckpointRows:
     def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
         """Copy every leaf's rows into ``dests`` (the file is read once, front to back)."""
         self._reader.read_leaves(dests)
+
+    def dataset(self, path: KeyPath) -> h5py.Dataset:
+        """The dataset of the stored leaf ``path``, to read some of its rows alone."""
+        return self._reader.dataset(path)
 
 
 class OpenedCheckpoint:

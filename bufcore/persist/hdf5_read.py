@@ -170,6 +170,11 @@ class PayloadReader:
             names[path] = name
         return spec, names
 
+    def dataset(self, path: KeyPath) -> h5py.Dataset:
+        """The dataset of leaf ``path``, one of those :meth:`leaves` checked (for reading a
+        few of its rows without the others)."""
+        return self._file()[self._names[path]]
+
     def read_leaves(self, dests: dict[KeyPath, torch.Tensor]) -> None:
         """Copy the rows of every leaf in ``dests`` into it (any device, may be strided views).
 

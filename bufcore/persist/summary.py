@@ -134,11 +134,21 @@ def summarize_checkpoint(
             ``verify``) buffer.hdf5 differs from the manifest; names the file and field.
     """
     return load_checkpoint(
-        path, lambda opened: _summarize(opened, verify), hash_payload=verify
+        path, lambda opened: summarize_opened(opened, verify=verify), hash_payload=verify
     )
 
 
-def _summarize(opened: OpenedCheckpoint, verify: bool) -> CheckpointSummary:
+def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> CheckpointSummary:
+    """The summary of an open checkpoint, making every check a load makes on its metadata.
+
+    Args:
+        opened: The checkpoint, opened by :func:`~bufcore.persist.checkpoint.load_checkpoint`.
+        verify: Whether it was opened with its payload hashed (only recorded here).
+
+    Raises:
+        CorruptCheckpointError: the datasets disagree with the manifest or each other.
+        StateError: a field of config.json or state.json is malformed or inconsistent.
+    """
     config = Field(opened.config, "config", part="config")
     # As a load reads them: the buffer classes take both from config.json, then the stored
     # datasets (and the manifest) must agree.

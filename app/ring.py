@@ -246,23 +246,6 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
 
 
-def end_flags(buffer: Any, key_path: Sequence[str]) -> np.ndarray:
-    """A loaded buffer's end flags ``[length, env]`` as a fresh bool array (no file read).
-
-    Raises:
-        KeyError: the buffer holds no leaf at ``key_path``.
-    """
-    node = buffer.storage
-    for part in key_path:
-        if not isinstance(node, Mapping) or part not in node:
-            raise KeyError(f"key_path: the buffer holds no leaf {list(key_path)!r}")
-        node = node[part]
-    flags = node[: len(buffer)].detach().cpu().numpy() != 0
-    if flags.ndim == 3 and flags.shape[2] == 1:
-        flags = flags[:, :, 0]
-    return np.ascontiguousarray(flags)
-
-
 def slot_age_series(state: RingState, *, max_points: int = MAX_POINTS) -> Reduced:
     """:func:`slot_age` against the slot, reduced to ``max_points`` (min/max per bucket)."""
     age = slot_age(state.capacity, state.length, state.cursor, state.full)

@@ -21,6 +21,7 @@ from app.fingerprint import Fingerprint, fingerprint
 from app.run_data import READ_ERRORS, MetricsLog, SourceData, read_log, read_source
 from app.sources import DashboardConfig, OutsideRootsError, Source, discover, resolve_under_roots
 from bufcore import load_buffer
+from bufcore.persist.leaf_read import read_leaf
 from bufcore.persist.run_checkpoint import METRICS_FILE
 
 # session_state key of the re-prioritized expert priorities (Curriculum page -> Sampling lab).
@@ -193,16 +194,18 @@ def set_session_priorities(buffer_path: Path, priorities: np.ndarray | None) -> 
 @st.cache_data(show_spinner="Reading the end flags...", max_entries=8)
 def _cached_end_flags(path: str, key_path: tuple[str, ...], key: Fingerprint) -> np.ndarray:
     del key
-    from app.ring import end_flags as flags_of
-
-    return flags_of(loaded_buffer(Path(path)), key_path)
+    # One leaf read lazily by bufcore: the rest of the buffer is never loaded for this.
+    flags = read_leaf(path, key_path)
+    if flags.ndim == 3 and flags.shape[2] == 1:
+        flags = flags[:, :, 0]
+    return np.ascontiguousarray(flags != 0)
 
 
 def end_flags(path: Path, key_path: Sequence[str]) -> np.ndarray:
     """The end flags ``[length, env]`` of the trajectory buffer at ``path``, cached per version.
 
     Raises:
-        Whatever loading the buffer raises for a damaged checkpoint (READ_ERRORS), or
-        KeyError: no leaf at ``key_path``.
+        Whatever :func:`bufcore.persist.leaf_read.read_leaf` raises for a damaged checkpoint
+        or a missing leaf (READ_ERRORS: CorruptCheckpointError, KeyPathError, OSError).
     """
     return _cached_end_flags(str(path), tuple(key_path), fingerprint(path))

@@ -52,6 +52,16 @@ def from_table(table: Any) -> Trajectories:
     return Trajectories(env=env, length=stop - start + 1)
 
 
+def end_matrix(end: np.ndarray) -> np.ndarray:
+    """Stored end flags as bool, one axis per batch dimension: a trailing width-1 axis of a
+    ``[rows, envs, 1]`` leaf is dropped (``[rows, 1]`` of a ``[time]`` buffer stays as it is:
+    its second axis is read as one env)."""
+    flags = np.asarray(end)
+    if flags.ndim == 3 and flags.shape[2] == 1:
+        flags = flags[:, :, 0]
+    return np.ascontiguousarray(flags != 0)
+
+
 def from_end_flags(end: np.ndarray, *, cursor: int, full: bool) -> Trajectories:
     """The trajectories of an online ring from its physical end flags.
 
@@ -70,9 +80,7 @@ def from_end_flags(end: np.ndarray, *, cursor: int, full: bool) -> Trajectories:
         ValueError: ``end`` has no rows or more than two axes, or ``cursor`` is outside the
             rows of a full ring.
     """
-    flags = np.asarray(end)
-    if flags.ndim == 3 and flags.shape[2] == 1:
-        flags = flags[:, :, 0]
+    flags = end_matrix(end)
     if flags.ndim not in (1, 2) or flags.shape[0] == 0:
         raise ValueError(f"end: expected flags [rows] or [rows, envs], got shape {flags.shape}")
     rows = flags.shape[0]

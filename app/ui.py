@@ -20,6 +20,7 @@ import streamlit as st
 from app.fingerprint import Fingerprint, fingerprint
 from app.run_data import READ_ERRORS, MetricsLog, SourceData, read_log, read_source
 from app.sources import DashboardConfig, OutsideRootsError, Source, discover, resolve_under_roots
+from app.trajectory_stats import end_matrix
 from bufcore import load_buffer
 from bufcore.persist.leaf_read import read_leaf
 from bufcore.persist.run_checkpoint import METRICS_FILE
@@ -214,3 +215,13 @@ def stored_leaf(path: Path, key_path: Sequence[str]) -> np.ndarray:
         READ_ERRORS for a damaged checkpoint; KeyPathError: no leaf at ``key_path``.
     """
     return _cached_leaf(str(path), tuple(key_path), fingerprint(path))
+
+
+def end_flags(path: Path, key_path: Sequence[str]) -> np.ndarray:
+    """The end flags of the trajectory buffer at ``path`` as bool ``[rows]`` or
+    ``[rows, envs]`` (see :func:`app.trajectory_stats.end_matrix`), read lazily and cached.
+
+    Raises:
+        As :func:`stored_leaf`.
+    """
+    return end_matrix(stored_leaf(path, key_path))

@@ -1,3 +1,93 @@
+"""FIFO occupancy: the chosen buffer's ring, slot ages, episode boundaries and fill over time."""
+
+from __future__ import annotations
+
 import streamlit as st
 
-st.title("todo")
+from app import ui
+from app.ring import boundary_map, latest_wraps, occupancy, ring_state, slot_age_series
+from app.ring_figures import (
+    boundary_map_figure,
+    occupancy_figure,
+    ring_figure,
+    slot_age_figure,
+)
+from app.run_data import READ_ERRORS
+
+RING_KINDS = ("TrajectoryDictBufferMultiDim", "DictBuffer", "ZBuffer")
+
+st.title("FIFO occupancy")
+st.caption(
+    "Where the write cursor of a ring buffer stands, how old each slot is, and where episodes "
+    "end. A ring of capacity C writes slot `cursor` next and, once full, overwrites the oldest."
+)
+source = ui.choose_source()
+data = ui.source_data(source) if source is not None else None
+entry = ui.choose_buffer(data, kinds=RING_KINDS) if data is not None else None
+if source is not None and entry is not None:
+    summary = entry.summary
+    log = ui.load_log(source.path) if data is not None and data.metrics is not None else None
+    records = log.of_kind("buffer") if log is not None else []
+    wraps = latest_wraps(records, entry.name)
+    state = ring_state(
+        summary.capacity, summary.length, summary.cursor, summary.full,
+        wraps=None if wraps is None else wraps[0], wraps_step=None if wraps is None else wraps[1],
+    )
+    cols = st.columns(6)
+    cols[0].metric("Capacity (time rows)", f"{state.capacity:,}")
+    cols[1].metric("Filled", f"{state.length:,}", f"{state.fill:.0%}", delta_color="off")
+    cols[2].metric("Cursor (next write)", f"{state.cursor:,}")
+    cols[3].metric("Oldest slot", "-" if state.oldest is None else f"{state.oldest:,}")
+    cols[4].metric("Newest slot", "-" if state.newest is None else f"{state.newest:,}")
+    cols[5].metric(
+        "Wraps", state.wraps_text(),
+        help="How often the ring went round. The checkpoint only says whether it is full; the "
+        "count comes from the latest `buffer` record of metrics.jsonl"
+        + ("" if state.wraps_step is None else f" (step {state.wraps_step:,})")
+        + ", which may be newer than the checkpoint.",
+    )
+    if summary.env_count is not None:
+        st.caption(
+            f"`[time, env]` buffer: each time row holds {summary.env_count:,} envs, so "
+            f"{summary.length * summary.env_count:,} transitions are stored."
+        )
+    if state.length == 0:
+        st.info(f"{entry.path}: the buffer is empty; nothing has been written yet.")
+    else:
+        left, right = st.columns([2, 3])
+        left.plotly_chart(ring_figure(state), width="stretch")
+        right.plotly_chart(
+            slot_age_figure(slot_age_series(state), state.capacity, state.cursor), width="stretch"
+        )
+        st.caption(
+            "Ring: slot 0 at the top, slots clockwise; blue arcs hold rows. Slot age: the newest "
+            "row (just before the cursor) has age 0 and the oldest (at the cursor) the largest."
+        )
+    if summary.env_count is not None and summary.end_key is not None and state.length > 0:
+        st.subheader("Episode boundaries")
+        end_name = "/".join(summary.end_key)
+        try:
+            flags = ui.end_flags(entry.path, summary.end_key)
+        except READ_ERRORS as err:
+            st.error(f"{entry.path}: cannot read the end flags {end_name!r}: {err}")
+        else:
+            binned = boundary_map(flags)
+            st.plotly_chart(
+                boundary_map_figure(binned, state.cursor, end_key=end_name), width="stretch"
+            )
+            st.caption(
+                f"Each row of the map is one env, each column a time slot; a dark cell marks a "
+                f"step whose `{end_name}` flag ends the episode. The red line is the cursor: "
+                "left of it are the newest rows, right of it (once full) the oldest."
+            )
+    st.subheader("Occupancy over training")
+    series = occupancy(records, entry.name)
+    if log is not None:
+        ui.show_problems(log.problems, what="log lines")
+    if len(series.step) == 0:
+        st.info(
+            f"{source.path}: no `buffer` records for {entry.name!r} in metrics.jsonl, so the "
+            "fill over training cannot be shown (a bare checkpoint has no log)."
+        )
+    else:
+        st.plotly_chart(occupancy_figure(series), width="stretch")

@@ -15,10 +15,12 @@ store tuples as lists, and a nested dict key selects all its leaves.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from abc import abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -208,6 +210,9 @@ def gather_windows(
     return out
 
 
+W = TypeVar("W", bound="WindowedBuffer")
+
+
 class WindowedBuffer(CheckpointedBuffer):
     """A trajectory buffer: its window options as read-only attributes (BFM-Zero's names), and
     sampling as draw-the-windows-then-gather.
@@ -326,3 +331,17 @@ class WindowedBuffer(CheckpointedBuffer):
     def weighting(self) -> Weighting:
         """``"trajectory"`` or ``"window"``."""
         return self._window.weighting
+
+    def with_weighting(self: W, weighting: Weighting) -> W:
+        """A view of this buffer that samples windows with ``weighting``.
+
+        The view shares the rows, trajectories, priorities and generator (a shallow copy), so
+        it is for sampling only (pass ``generator=`` to leave the shared stream alone); this
+        buffer is not changed. Used to compare weightings on one loaded buffer.
+
+        Raises:
+            ValueError: ``weighting`` is not ``"trajectory"`` or ``"window"``.
+        """
+        view = copy.copy(self)
+        view._window = dataclasses.replace(self._window, weighting=check_weighting(weighting))
+        return view

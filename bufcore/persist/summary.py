@@ -23,7 +23,7 @@ from pathlib import Path
 from bufcore.checks import check_separator
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint, saved_ring_position
-from bufcore.tree import KeyPath, dtype_name
+from bufcore.tree import KeyPath, as_key, as_key_path, dtype_name
 
 # How many of the highest priorities a summary lists.
 TOP_PRIORITIES = 5
@@ -92,6 +92,8 @@ class CheckpointSummary:
         priorities: The saved priorities (expert buffers), or None.
         verified: Whether buffer.hdf5 was hashed and matched the manifest (only with
             ``verify=True`` and a manifest).
+        end_key: The end-flag leaf of a trajectory buffer (config.json's ``end_key``), or None
+            for buffers without one.
     """
 
     path: Path
@@ -110,6 +112,7 @@ class CheckpointSummary:
     row_bytes: int
     priorities: PrioritySummary | None
     verified: bool
+    end_key: KeyPath | None = None
 
 
 def summarize_checkpoint(
@@ -183,7 +186,14 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
         row_bytes=sum(row.row_bytes for row in rows),
         priorities=_priorities(Field(opened.state, "state", part="state")),
         verified=verify and manifest is not None,
+        end_key=_end_key(config),
     )
+
+
+def _end_key(config: Field) -> KeyPath | None:
+    """config.json's ``end_key`` as a key path (trajectory buffers), or None."""
+    saved = config.optional("end_key", None)
+    return None if saved.value is None else as_key_path(saved.validate(as_key))
 
 
 def _priorities(state: Field) -> PrioritySummary | None:

@@ -1,0 +1,367 @@
+"""The Sampling lab's draws: real batches from bufcore's samplers, where they landed, how often
+each trajectory or motion was hit against what the sampler promises, and the export.
+
+Every draw goes through the buffer's own ``sample_index`` with a ``torch.Generator`` seeded by
+:func:`draw_seed` (the buffer's stream is never touched), so the Python snippet from
+:func:`snippet`, run on the checkpoint, reads exactly the rows the lab shows. Expected
+probabilities follow :mod:`bufcore.sampling.windows`: with ``"trajectory"`` weighting each
+trajectory long enough for a window is equally likely (times its priority); with ``"window"``
+each valid window is (so a trajectory weighs its window count, times its priority).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from bufcore.sampling.windows import window_counts
+
+ONLINE = "TrajectoryDictBufferMultiDim"
+EXPERT = "TrajectoryDictBuffer"
+WINDOWED = (ONLINE, EXPERT)
+SAMPLING_KINDS = (ONLINE, EXPERT, "DictBuffer", "ZBuffer")
+# Seeds are drawn into [0, 2**63) (torch.Generator.manual_seed takes any such int).
+_SEED_SPAN = 2**63
+# Row bins of the frequency test for buffers without trajectories.
+ROW_BINS = 50
+
+
+@dataclass(frozen=True)
+class LabRequest:
+    """What the lab draws.
+
+    Attributes:
+        kind: The buffer's class name (one of :data:`SAMPLING_KINDS`).
+        batch_size: Rows per batch (``num`` for a ZBuffer).
+        seq_length: Window length (trajectory buffers), else None.
+        weighting: ``"trajectory"`` or ``"window"`` (trajectory buffers), else None.
+        seed: The user's seed (>= 0).
+
+    Raises:
+        ValueError: an unknown kind, a size below 1, a negative seed, or a window option on
+            a buffer without windows (or missing on one with them).
+    """
+
+    kind: str
+    batch_size: int
+    seq_length: int | None
+    weighting: str | None
+    seed: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in SAMPLING_KINDS:
+            raise ValueError(f"kind: expected one of {SAMPLING_KINDS}, got {self.kind!r}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size: expected >= 1, got {self.batch_size}")
+        if not 0 <= self.seed < _SEED_SPAN:
+            raise ValueError(f"seed: expected in [0, 2**63), got {self.seed}")
+        windowed = self.kind in WINDOWED
+        if windowed != (self.seq_length is not None) or windowed != (self.weighting is not None):
+            raise ValueError(
+                "seq_length, weighting: expected both for a trajectory buffer and neither for "
+                f"{self.kind}, got {self.seq_length!r}, {self.weighting!r}"
+            )
+        if self.seq_length is not None and self.seq_length < 1:
+            raise ValueError(f"seq_length: expected >= 1, got {self.seq_length}")
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the buffer samples windows of trajectories."""
+        return self.kind in WINDOWED
+
+
+def draw_seed(seed: int, draw: int) -> int:
+    """The generator seed of draw number ``draw`` (0 for the first): ``seed`` itself first, so a
+    shared link reproduces the first batch; later draws get other seeds, deterministically.
+
+    Raises:
+        ValueError: a negative ``seed`` or ``draw``.
+    """
+    if seed < 0 or draw < 0:
+        raise ValueError(f"seed, draw: expected >= 0, got {seed}, {draw}")
+    return seed if draw == 0 else (seed * 1_000_003 + draw * 7_919) % _SEED_SPAN
+
+
+def prepared(buffer: Any, request: LabRequest, priorities: np.ndarray | None = None) -> Any:
+    """The buffer to sample from: ``buffer`` itself, a weighting view of it, or (with
+    ``priorities``, expert buffers only) a deep copy carrying them. ``buffer`` is never changed.
+
+    Raises:
+        ValueError: ``priorities`` for another kind of buffer, or priorities the buffer refuses.
+    """
+    target = buffer
+    if request.weighting is not None and request.weighting != buffer.weighting:
+        target = buffer.with_weighting(request.weighting)
+    if priorities is not None:
+        if request.kind != EXPERT:
+            raise ValueError(f"priorities: only an expert buffer has them, not {request.kind}")
+        target = copy.deepcopy(target)
+        values = torch.as_tensor(np.asarray(priorities, dtype=np.float64))
+        target.update_priorities(values, torch.arange(len(values)))
+    return target
+
+
+def draw_index(buffer: Any, request: LabRequest, seed: int) -> Any:
+    """One batch's :class:`bufcore.SampleIndex`, drawn as ``buffer.sample`` would with a
+    generator seeded with ``seed``.
+
+    Raises:
+        ValueError: what the buffer's sampler raises (empty buffer, no long enough trajectory,
+            batch size not a multiple of seq_length, ...).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    if request.windowed:
+        return buffer.sample_index(request.batch_size, request.seq_length, generator=generator)
+    return buffer.sample_index(request.batch_size, generator=generator)
+
+
+def batch_columns(buffer: Any, request: LabRequest, index: Any) -> dict[str, np.ndarray]:
+    """The batch as table columns, one row per sampled row: ``row`` (flat storage row),
+    ``time``, ``env``, and for trajectory buffers ``window``, ``trajectory`` (position in
+    ``buffer.trajectories()``), plus ``motion_id`` and ``priority`` for expert buffers."""
+    columns: dict[str, np.ndarray] = {}
+    rows = index.rows.numpy()
+    if request.windowed and request.seq_length is not None:
+        window = np.arange(len(rows)) // request.seq_length
+        columns["window"] = window
+    columns["row"] = rows
+    columns["time"] = index.time.numpy()
+    columns["env"] = index.env.numpy()
+    if request.windowed and index.trajectory is not None:
+        trajectory = index.trajectory.numpy()[columns["window"]]
+        columns["trajectory"] = trajectory
+        if request.kind == EXPERT:
+            motions = np.asarray(buffer.motion_ids, dtype=np.int64)
+            columns["motion_id"] = motions[trajectory]
+            columns["priority"] = buffer.priorities.double().numpy()[trajectory]
+    return columns
+
+
+def batch_csv(columns: dict[str, np.ndarray]) -> str:
+    """The columns as CSV text (a header line, then one line per row)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(list(columns))
+    writer.writerows(zip(*(c.tolist() for c in columns.values()), strict=True))
+    return out.getvalue()
+
+
+def expected_trajectory_probabilities(buffer: Any, request: LabRequest) -> np.ndarray:
+    """The probability a window comes from each trajectory of ``buffer.trajectories()``."""
+    if request.seq_length is None:
+        raise ValueError("request: expected a trajectory buffer's request")
+    need = request.seq_length + (1 if buffer.output_key_tp1 else 0)
+    counts = window_counts(buffer.trajectories(), need).double()
+    weights = (counts > 0).double() if request.weighting == "trajectory" else counts
+    if request.kind == EXPERT:
+        weights = weights * buffer.priorities.double()
+    total = float(weights.sum())
+    if total <= 0:
+        raise ValueError(f"no trajectory can hold a window of {need} rows")
+    return (weights / total).numpy()
+
+
+@dataclass(frozen=True)
+class ChiSquare:
+    """A chi-square goodness-of-fit test after merging bins with expected count < 5.
+
+    Attributes:
+        statistic: ``sum((observed - expected)**2 / expected)`` over the merged bins.
+        dof: Merged bins minus one.
+        p_value: Probability of a statistic this large if the sampler is right (NaN if
+            fewer than two merged bins remain).
+        bins: Merged bins tested.
+    """
+
+    statistic: float
+    dof: int
+    p_value: float
+    bins: int
+
+
+def chi_square(observed: np.ndarray, probabilities: np.ndarray, *, min_expected: float = 5.0
+               ) -> ChiSquare:
+    """Test observed counts against probabilities (bins of probability 0 hit are a misfit).
+
+    Bins are merged in increasing order of expected count until each merged bin expects at
+    least ``min_expected`` (a leftover joins the last); p is the regularized upper incomplete
+    gamma ``Q(dof / 2, statistic / 2)``.
+
+    Raises:
+        ValueError: shapes differ, no observations, or probabilities that do not sum to 1.
+    """
+    counts = np.asarray(observed, dtype=np.float64)
+    probs = np.asarray(probabilities, dtype=np.float64)
+    if counts.shape != probs.shape or counts.ndim != 1:
+        raise ValueError(f"observed, probabilities: expected one 1-D shape, got {counts.shape}, "
+                         f"{probs.shape}")
+    total = counts.sum()
+    if total <= 0:
+        raise ValueError("observed: expected at least one observation")
+    if not np.isclose(probs.sum(), 1.0, atol=1e-6) or (probs < 0).any():
+        raise ValueError(f"probabilities: expected non-negative values summing to 1, got sum "
+                         f"{probs.sum()}")
+    impossible = (probs == 0) & (counts > 0)
+    if impossible.any():
+        return ChiSquare(np.inf, max(int((probs > 0).sum()) - 1, 1), 0.0, len(probs))
+    expected = probs * total
+    keep = probs > 0
+    expected, counts = expected[keep], counts[keep]
+    order = np.argsort(expected, kind="stable")
+    merged_e: list[float] = []
+    merged_o: list[float] = []
+    acc_e = acc_o = 0.0
+    for i in order:
+        acc_e += expected[i]
+        acc_o += counts[i]
+        if acc_e >= min_expected:
+            merged_e.append(acc_e)
+            merged_o.append(acc_o)
+            acc_e = acc_o = 0.0
+    if acc_e > 0:
+        if merged_e:
+            merged_e[-1] += acc_e
+            merged_o[-1] += acc_o
+        else:
+            merged_e.append(acc_e)
+            merged_o.append(acc_o)
+    e, o = np.array(merged_e), np.array(merged_o)
+    statistic = float(((o - e) ** 2 / e).sum())
+    dof = len(e) - 1
+    if dof < 1:
+        return ChiSquare(statistic, 0, float("nan"), len(e))
+    p = torch.special.gammaincc(
+        torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(statistic / 2, dtype=torch.float64)
+    )
+    return ChiSquare(statistic, dof, float(p), len(e))
+
+
+@dataclass(frozen=True)
+class Frequencies:
+    """Draw N's result.
+
+    Attributes:
+        unit: What a bin is: ``"trajectory"``, ``"motion"`` or ``"row bin"``.
+        labels: One label per bin (trajectory position, motion id, or first row of the bin).
+        expected: Expected probability per bin.
+        observed: Draws per bin.
+        draws: Windows (or rows) drawn in all.
+        test: The chi-square test.
+        coverage: Fraction of distinct valid window starts (or rows) hit at least once.
+        valid: Valid window starts (or filled rows) that could be hit.
+        hit: Distinct ones hit.
+    """
+
+    unit: str
+    labels: np.ndarray
+    expected: np.ndarray
+    observed: np.ndarray
+    draws: int
+    test: ChiSquare
+    coverage: float
+    valid: int
+    hit: int
+
+
+def draw_many(buffer: Any, request: LabRequest, seed: int, repeats: int) -> list[Any]:
+    """``repeats`` batches from one generator seeded with ``seed``.
+
+    Raises:
+        ValueError: ``repeats < 1``, or what the sampler raises.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats: expected >= 1, got {repeats}")
+    generator = torch.Generator().manual_seed(seed)
+    if request.windowed:
+        return [
+            buffer.sample_index(request.batch_size, request.seq_length, generator=generator)
+            for _ in range(repeats)
+        ]
+    return [buffer.sample_index(request.batch_size, generator=generator) for _ in range(repeats)]
+
+
+def frequencies(buffer: Any, request: LabRequest, indices: list[Any]) -> Frequencies:
+    """Empirical against expected frequency of the drawn ``indices`` (from :func:`draw_many`).
+
+    Raises:
+        ValueError: no indices.
+    """
+    if not indices:
+        raise ValueError("indices: expected at least one drawn batch")
+    if not request.windowed or request.seq_length is None:
+        return _row_frequencies(len(buffer), indices)
+    seq = request.seq_length
+    trajectory = torch.cat([index.trajectory for index in indices]).numpy()
+    starts = torch.cat([index.rows[::seq] for index in indices]).numpy()
+    probs = expected_trajectory_probabilities(buffer, request)
+    observed = np.bincount(trajectory, minlength=len(probs)).astype(np.float64)
+    need = seq + (1 if buffer.output_key_tp1 else 0)
+    counts = window_counts(buffer.trajectories(), need).numpy()
+    valid = int(counts[probs > 0].sum())
+    hit = len(np.unique(starts))
+    labels: np.ndarray = np.arange(len(probs))
+    unit = "trajectory"
+    if request.kind == EXPERT:
+        motions = np.asarray(buffer.motion_ids, dtype=np.int64)
+        labels, inverse = np.unique(motions, return_inverse=True)
+        probs = np.bincount(inverse, weights=probs, minlength=len(labels)).astype(float)
+        observed = np.bincount(inverse, weights=observed, minlength=len(labels)).astype(float)
+        unit = "motion"
+    return Frequencies(
+        unit, labels, probs, observed, len(trajectory), chi_square(observed, probs),
+        hit / valid if valid else 0.0, valid, hit,
+    )
+
+
+def _row_frequencies(length: int, indices: list[Any]) -> Frequencies:
+    """Uniform rows: drawn rows per equal bin of ``[0, length)`` against the bin's share."""
+    rows = torch.cat([index.rows for index in indices]).numpy()
+    bins = min(length, ROW_BINS)
+    edges = np.linspace(0, length, bins + 1).round().astype(np.int64)
+    observed: np.ndarray = np.histogram(rows, bins=edges)[0].astype(np.float64)
+    probs = np.diff(edges).astype(np.float64) / length
+    hit = len(np.unique(rows))
+    return Frequencies(
+        "row bin", edges[:-1], probs, observed, len(rows), chi_square(observed, probs),
+        hit / length, length, hit,
+    )
+
+
+def snippet(
+    path: str, request: LabRequest, seed: int, *, saved_weighting: str | None,
+    priorities: np.ndarray | None = None,
+) -> str:
+    """Python that reproduces the draw with bufcore from the checkpoint at ``path``: it
+    defines ``batch`` (the sampled data) and ``rows`` (the flat storage rows it read)."""
+    if request.windowed:
+        args = f"{request.batch_size}, {request.seq_length}"
+    else:
+        args = f"{request.batch_size}"
+    lines = [
+        "import torch",
+        "from bufcore import load_buffer",
+        "",
+        f"buf = load_buffer({path!r}, device='cpu')",
+    ]
+    if request.weighting is not None and request.weighting != saved_weighting:
+        lines.append(f"buf = buf.with_weighting({request.weighting!r})")
+    if priorities is not None:
+        values = ", ".join(repr(float(v)) for v in np.asarray(priorities, dtype=np.float64))
+        lines += [
+            "# The session's re-prioritized priorities (Curriculum page):",
+            f"priorities = torch.tensor([{values}], dtype=torch.float64)",
+            "buf.update_priorities(priorities, torch.arange(len(priorities)))",
+        ]
+    lines += [
+        f"g = torch.Generator().manual_seed({seed})",
+        f"batch = buf.sample({args}, generator=g)",
+        "# The flat storage rows that batch read (the same draw, as an index):",
+        f"rows = buf.sample_index({args}, generator=torch.Generator().manual_seed({seed})).rows",
+    ]
+    return "\n".join(lines) + "\n"

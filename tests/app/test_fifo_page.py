@@ -1,0 +1,57 @@
+"""The FIFO occupancy page on the demo run, an empty buffer and a damaged one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bufcore import DictBuffer
+from tests.app.conftest import Dashboard
+
+
+def _metric(at: object, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)  # type: ignore[attr-defined]
+
+
+def test_the_fifo_page_shows_the_ring_of_the_online_buffer(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("fifo", demo_run, query={"buffer": "train"})
+    assert not at.exception
+    config_cursor = _metric(at, "Cursor (next write)")
+    assert _metric(at, "Oldest slot") == config_cursor  # a full ring: the oldest is at the cursor
+    assert _metric(at, "Wraps") not in ("", "0")
+    assert len(at.get("plotly_chart")) == 4  # ring, slot age, boundary map, occupancy
+    assert not at.error
+
+
+def test_a_buffer_without_env_axis_shows_no_boundary_map(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("fifo", demo_run, query={"buffer": "z"})
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 3
+
+
+def test_an_empty_buffer_says_so(dashboard: Dashboard, tmp_path: Path) -> None:
+    path = tmp_path / "empty"
+    DictBuffer(capacity=7).save(path)
+    at = dashboard("fifo", path)
+    assert not at.exception
+    assert any("empty" in info.value and str(path) in info.value for info in at.info)
+
+
+def test_a_damaged_buffer_is_named_in_a_message(dashboard: Dashboard, run_copy: Path) -> None:
+    (run_copy / "checkpoint/buffers/train/buffer.hdf5").write_bytes(b"not hdf5")
+    at = dashboard("fifo", run_copy, query={"buffer": "train"})
+    assert not at.exception
+    assert any("train" in w.value for w in at.warning)
+
+
+def test_a_torn_log_line_still_draws_occupancy(dashboard: Dashboard, run_copy: Path) -> None:
+    with open(run_copy / "metrics.jsonl", "a") as log:
+        log.write('{"step": 9999, "kind": "buff')
+    at = dashboard("fifo", run_copy, query={"buffer": "train"})
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 4
+
+

@@ -32,11 +32,13 @@ def styled(
         template=TEMPLATE,
         title={"text": text, "x": 0.0, "xanchor": "left"},
         height=height,
-        margin={"l": 60, "r": 20, "t": 70 if note else 50, "b": 50},
-        legend={"orientation": "h", "y": -0.2},
+        margin={"l": 60, "r": 20, "t": 70 if note else 50, "b": 60},
+        # Below the x axis title, not on it.
+        legend={"orientation": "h", "y": -0.3, "yanchor": "top"},
     )
     figure.update_xaxes(title_text=x)
-    figure.update_yaxes(title_text=y)
+    # A second axis drawn over the first (``overlaying="y"``) keeps its own title.
+    figure.for_each_yaxis(lambda axis: axis.update(title_text=y) if not axis.overlaying else None)
     return figure
 
 

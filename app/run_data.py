@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bufcore import KeyPathError, read_metrics
+from bufcore import (
+    DictBuffer,
+    KeyPathError,
+    TrajectoryDictBuffer,
+    TrajectoryDictBufferMultiDim,
+    ZBuffer,
+    read_metrics,
+)
 from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, METRICS_FILE, RUN_STATE
 from bufcore.persist.run_summary import (
     MetricsSummary,
@@ -22,6 +29,12 @@ from bufcore.persist.run_summary import (
 )
 from bufcore.persist.summary import CheckpointSummary, summarize_checkpoint
 from bufcore.runs.inspect import BUFFER_CHECKPOINT, RUN_CHECKPOINT, buffer_dirs, source_kind
+
+# Buffer kinds as checkpoint summaries name them (the class names).
+ONLINE = TrajectoryDictBufferMultiDim.__name__
+EXPERT = TrajectoryDictBuffer.__name__
+TRANSITIONS = DictBuffer.__name__
+ZVECTORS = ZBuffer.__name__
 
 # Where the Curriculum page saves re-prioritized expert checkpoints, under the run directory;
 # they are listed with the run's buffers as "reprioritized/<name>".

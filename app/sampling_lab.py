@@ -20,12 +20,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from app.run_data import EXPERT, ONLINE, TRANSITIONS, ZVECTORS
 from bufcore.sampling.windows import window_counts
 
-ONLINE = "TrajectoryDictBufferMultiDim"
-EXPERT = "TrajectoryDictBuffer"
 WINDOWED = (ONLINE, EXPERT)
-SAMPLING_KINDS = (ONLINE, EXPERT, "DictBuffer", "ZBuffer")
+SAMPLING_KINDS = (ONLINE, EXPERT, TRANSITIONS, ZVECTORS)
 # Seeds are drawn into [0, 2**63) (torch.Generator.manual_seed takes any such int).
 _SEED_SPAN = 2**63
 # Row bins of the frequency test for buffers without trajectories.

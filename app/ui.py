@@ -18,9 +18,17 @@ import numpy as np
 import streamlit as st
 
 from app.fingerprint import Fingerprint, fingerprint
-from app.run_data import READ_ERRORS, MetricsLog, SourceData, read_log, read_source
+from app.run_data import READ_ERRORS, BufferEntry, MetricsLog, SourceData, read_log, read_source
 from app.sources import DashboardConfig, OutsideRootsError, Source, discover, resolve_under_roots
-from app.trajectory_stats import end_matrix
+from app.trajectory_stats import (
+    MotionLengths,
+    Trajectories,
+    WindowSettings,
+    end_matrix,
+    expert_from_leaves,
+    from_end_flags,
+    window_settings,
+)
 from bufcore import load_buffer
 from bufcore.persist.leaf_read import read_leaf
 from bufcore.persist.run_checkpoint import METRICS_FILE
@@ -225,3 +233,31 @@ def end_flags(path: Path, key_path: Sequence[str]) -> np.ndarray:
         As :func:`stored_leaf`.
     """
     return end_matrix(stored_leaf(path, key_path))
+
+
+def trajectories_of(
+    entry: BufferEntry, *, expert: bool
+) -> tuple[WindowSettings, Trajectories | MotionLengths] | None:
+    """A trajectory buffer's window settings and its trajectories (online: per env, from the
+    end flags; expert: one per motion), read lazily; None with the reason drawn when the
+    buffer is empty or unreadable."""
+    summary = entry.summary
+    if summary is None:
+        st.error(f"{entry.path}: cannot be read: {entry.error}")
+        return None
+    if summary.length == 0:
+        st.info(f"{entry.path}: the buffer is empty (nothing written yet).")
+        return None
+    try:
+        settings = window_settings(entry.path)
+        end = stored_leaf(entry.path, settings.end_path)
+        if expert:
+            if settings.motion_path is None:
+                st.error(f"{entry.path}: config.json names no motion_id_key")
+                return None
+            motion = stored_leaf(entry.path, settings.motion_path)
+            return settings, expert_from_leaves(end, motion)
+        return settings, from_end_flags(end, cursor=summary.cursor, full=summary.full)
+    except READ_ERRORS as err:
+        st.error(f"{entry.path}: cannot read its trajectories: {err}")
+        return None

@@ -27,11 +27,9 @@ from app.curriculum_view import (
     save_reprioritized,
     trajectory_priorities,
 )
-from app.run_data import READ_ERRORS, checkpoint_dir, save_base
+from app.run_data import EXPERT, READ_ERRORS, checkpoint_dir, save_base
 from app.sources import OutsideRootsError, resolve_under_roots
-from app.trajectory_stats import expert_from_leaves, window_settings
 
-EXPERT = "TrajectoryDictBuffer"
 MODES = ["lin", "exp", "bin"]
 
 st.title("Curriculum")
@@ -83,16 +81,12 @@ expert_entry = next(
 if expert_entry is None:
     st.info(f"{data.path}: no readable expert buffer checkpoint to re-prioritize.")
     st.stop()
-try:
-    settings = window_settings(expert_entry.path)
-    if settings.motion_path is None or settings.priorities is None:
-        raise ValueError(f"{expert_entry.path}: not an expert buffer with saved priorities")
-    trajectories = expert_from_leaves(
-        ui.stored_leaf(expert_entry.path, settings.end_path),
-        ui.stored_leaf(expert_entry.path, settings.motion_path),
-    )
-except READ_ERRORS as err:
-    st.error(f"{expert_entry.path}: cannot read the expert buffer: {err}")
+loaded = ui.trajectories_of(expert_entry, expert=True)
+if loaded is None:
+    st.stop()
+settings, trajectories = loaded
+if settings.priorities is None:
+    st.error(f"{expert_entry.path}: not an expert buffer with saved priorities")
     st.stop()
 
 saved = data.run.curriculum if data.run is not None else None

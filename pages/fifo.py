@@ -12,9 +12,9 @@ from app.ring_figures import (
     ring_figure,
     slot_age_figure,
 )
-from app.run_data import READ_ERRORS
+from app.run_data import ONLINE, READ_ERRORS, TRANSITIONS, ZVECTORS
 
-RING_KINDS = ("TrajectoryDictBufferMultiDim", "DictBuffer", "ZBuffer")
+RING_KINDS = (ONLINE, TRANSITIONS, ZVECTORS)
 
 st.title("FIFO occupancy")
 st.caption(

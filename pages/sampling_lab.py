@@ -8,7 +8,7 @@ import streamlit as st
 
 from app import ui
 from app.ring import boundary_map
-from app.run_data import READ_ERRORS
+from app.run_data import READ_ERRORS, ZVECTORS
 from app.sampling_figures import frequency_figure, landing_map_figure, row_landing_figure
 from app.sampling_lab import (
     EXPERT,
@@ -127,7 +127,7 @@ if entry is not None:
                 width="stretch",
             )
     else:
-        unit = "z vector" if summary.kind == "ZBuffer" else "row"
+        unit = "z vector" if summary.kind == ZVECTORS else "row"
         st.plotly_chart(
             row_landing_figure(columns["row"], len(buffer), unit=unit), width="stretch"
         )

@@ -3,13 +3,11 @@ window length (seq_length) can sample."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
 from app import ui
-from app.run_data import READ_ERRORS, BufferEntry
+from app.run_data import EXPERT, ONLINE
 from app.trajectory_figures import (
     env_length_heatmap,
     length_histogram,
@@ -17,15 +15,9 @@ from app.trajectory_figures import (
     samplable_figure,
 )
 from app.trajectory_stats import (
-    expert_from_leaves,
-    from_end_flags,
     samplability,
     samplable_curve,
-    window_settings,
 )
-
-ONLINE = "TrajectoryDictBufferMultiDim"
-EXPERT = "TrajectoryDictBuffer"
 
 st.title("Trajectories")
 st.caption(
@@ -33,28 +25,6 @@ st.caption(
     "be drawn from. A window reads `seq_length` rows plus the row after them when the buffer "
     "returns `next` keys, so a trajectory shorter than that is never sampled."
 )
-
-
-def _load(entry: BufferEntry, *, expert: bool) -> tuple[Any, Any] | None:
-    """(settings, trajectories) of a buffer entry, or None with the error drawn."""
-    summary = entry.summary
-    assert summary is not None  # only readable entries are passed
-    if summary.length == 0:
-        st.info(f"{entry.path}: the buffer is empty (nothing written yet).")
-        return None
-    try:
-        settings = window_settings(entry.path)
-        end = ui.stored_leaf(entry.path, settings.end_path)
-        if expert:
-            if settings.motion_path is None:
-                st.error(f"{entry.path}: config.json names no motion_id_key")
-                return None
-            motion = ui.stored_leaf(entry.path, settings.motion_path)
-            return settings, expert_from_leaves(end, motion)
-        return settings, from_end_flags(end, cursor=summary.cursor, full=summary.full)
-    except READ_ERRORS as err:
-        st.error(f"{entry.path}: cannot read its trajectories: {err}")
-        return None
 
 
 source = ui.choose_source()
@@ -75,13 +45,13 @@ if data is not None:
         name = st.sidebar.selectbox("Online buffer", names, key="traj_online",
                                     bind="query-params") if len(names) > 1 else names[0]
         online_entry = online_entries[names.index(name) if name in names else 0]
-        online = _load(online_entry, expert=False)
+        online = ui.trajectories_of(online_entry, expert=False)
     if expert_entries:
         names = [e.name for e in expert_entries]
         name = st.sidebar.selectbox("Expert buffer", names, key="traj_expert",
                                     bind="query-params") if len(names) > 1 else names[0]
         expert_entry = expert_entries[names.index(name) if name in names else 0]
-        expert = _load(expert_entry, expert=True)
+        expert = ui.trajectories_of(expert_entry, expert=True)
     loaded = [x for x in (online, expert) if x is not None]
     if not loaded:
         st.stop()

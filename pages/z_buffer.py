@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import ui
-from app.run_data import READ_ERRORS
+from app.run_data import READ_ERRORS, ZVECTORS
 from app.z_figures import histogram_figure, projection_figure, variance_figure
 from app.zspace import (
     cosine_to_mean,
@@ -35,7 +35,7 @@ st.caption(
 )
 source = ui.choose_source()
 data = ui.source_data(source) if source is not None else None
-entry = ui.choose_buffer(data, kinds=("ZBuffer",), label="Z buffer") if data else None
+entry = ui.choose_buffer(data, kinds=(ZVECTORS,), label="Z buffer") if data else None
 if source is not None and data is not None and entry is not None:
     summary = entry.summary
     st.caption(f"`{entry.path}`: {summary.length:,} of {summary.capacity:,} slots written, "

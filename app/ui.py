@@ -17,8 +17,17 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from app.curriculum_view import history_from_checkpoint, history_from_records
 from app.fingerprint import Fingerprint, fingerprint
-from app.run_data import READ_ERRORS, BufferEntry, MetricsLog, SourceData, read_log, read_source
+from app.run_data import (
+    READ_ERRORS,
+    BufferEntry,
+    MetricsLog,
+    SourceData,
+    checkpoint_dir,
+    read_log,
+    read_source,
+)
 from app.sources import DashboardConfig, OutsideRootsError, Source, discover, resolve_under_roots
 from app.trajectory_stats import (
     MotionLengths,
@@ -260,4 +269,28 @@ def trajectories_of(
         return settings, from_end_flags(end, cursor=summary.cursor, full=summary.full)
     except READ_ERRORS as err:
         st.error(f"{entry.path}: cannot read its trajectories: {err}")
+        return None
+
+
+def known_sources() -> list[Source]:
+    """Every source under the dashboard's roots (what the sidebar's picker lists)."""
+    return discover(dashboard_config())
+
+
+def history_of(source: Source, data: SourceData) -> Any:
+    """The source's curriculum history (the log's eval records, else run.json's state), or
+    None when it has none; problems are listed on the page."""
+    if data.has_log:
+        log = load_log(source.path)
+        show_problems(log.problems, what="log lines")
+        history = history_from_records(log.records)
+        if history is not None:
+            return history
+    checkpoint = checkpoint_dir(source.path)
+    if checkpoint is None or data.run is None:
+        return None
+    try:
+        return history_from_checkpoint(checkpoint)
+    except READ_ERRORS as err:
+        st.warning(f"{checkpoint}: the curriculum state cannot be read: {err}")
         return None

@@ -17,8 +17,6 @@ from app.curriculum_figures import (
 from app.curriculum_view import (
     SORTS,
     format_options,
-    history_from_checkpoint,
-    history_from_records,
     motion_order,
     motion_view,
     new_priorities,
@@ -27,7 +25,7 @@ from app.curriculum_view import (
     save_reprioritized,
     trajectory_priorities,
 )
-from app.run_data import EXPERT, READ_ERRORS, checkpoint_dir, save_base
+from app.run_data import EXPERT, READ_ERRORS, save_base
 from app.sources import OutsideRootsError, resolve_under_roots
 
 MODES = ["lin", "exp", "bin"]
@@ -43,17 +41,7 @@ data = ui.source_data(source) if source is not None else None
 if source is None or data is None:
     st.stop()
 
-history = None
-if data.has_log:
-    log = ui.load_log(source.path)
-    ui.show_problems(log.problems, what="log lines")
-    history = history_from_records(log.records)
-checkpoint = checkpoint_dir(source.path)
-if history is None and data.run is not None and checkpoint is not None:
-    try:
-        history = history_from_checkpoint(checkpoint)
-    except READ_ERRORS as err:
-        st.error(str(err))
+history = ui.history_of(source, data)
 if history is None:
     st.info(
         f"{source.path}: no curriculum rounds yet (no `eval` records in metrics.jsonl and no "

@@ -1,5 +1,7 @@
 """The ``bufcore`` command: ``bufcore demo`` runs the demo training run; ``bufcore inspect
-PATH`` summarizes a checkpoint, run or BFM-Zero work directory without loading it.
+PATH`` summarizes a checkpoint, run or BFM-Zero work directory without loading it; ``bufcore
+dashboard RUN`` starts the dashboard (``python -m app`` in a subprocess: the library never
+imports the dashboard, which sits above it).
 
 Every command prints one clear line and exits non-zero on bad input (1 for a file or value
 problem, 2 for a usage error), never a traceback; ``--help`` shows an example. Ctrl-C prints
@@ -11,7 +13,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -59,7 +65,14 @@ TOP_EXAMPLES = """examples:
   bufcore demo --out runs/demo        run the demo training run
   bufcore inspect runs/demo           summarize a run (or a checkpoint) without loading it
   bufcore inspect --help              what inspect reads and prints
+  bufcore dashboard runs/demo         look inside it in the browser
 """
+DASHBOARD_EXAMPLES = """examples:
+  bufcore dashboard runs/demo                   one run, at http://127.0.0.1:8501/
+  bufcore dashboard --root runs --port 8600     every run under runs/
+"""
+DASHBOARD_PORT = 8501
+INSTALL_DASHBOARD = "install the dashboard extra: pip install -e '.[dashboard]'"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -196,6 +209,105 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_dashboard(commands: argparse._SubParsersAction[_Parser]) -> None:
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="look inside runs and buffers in the browser (the dashboard extra)",
+        description="Start the dashboard on 127.0.0.1 and print its URL; Ctrl-C stops it. Needs "
+        "a source checkout (app/ beside bufcore/) with the dashboard extra installed.",
+        epilog=DASHBOARD_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    dashboard.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR",
+                           help="run directories or checkpoints to show first")
+    dashboard.add_argument("--port", type=_count, default=DASHBOARD_PORT,
+                           help=f"port on 127.0.0.1 (default {DASHBOARD_PORT})")
+    dashboard.add_argument("--root", action="append", type=Path, default=[], metavar="DIR",
+                           help="list the runs under DIR; typed paths must lie under a root "
+                           "(repeatable; default runs/ under the working directory)")
+
+
+def repository_root() -> Path:
+    """The directory holding the ``bufcore`` package (and, in a source checkout, ``app/``)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def dashboard_command(
+    runs: Sequence[Path], roots: Sequence[Path], port: int, *, python: str, cwd: Path
+) -> list[str]:
+    """The ``python -m app`` command line for ``bufcore dashboard``.
+
+    Paths are made absolute against ``cwd`` (the launcher runs in the repository root). With
+    no run and no root, the root is what the user's working directory implies: its ``runs/``
+    when that exists, else itself.
+    """
+    def absolute(path: Path) -> str:
+        return str(path if path.is_absolute() else cwd / path)
+
+    if not runs and not roots:
+        roots = [cwd / "runs" if (cwd / "runs").is_dir() else cwd]
+    command = [python, "-m", "app", *map(absolute, runs), "--port", str(port)]
+    for root in roots:
+        command += ["--root", absolute(root)]
+    return command
+
+
+def dashboard_problem(repo: Path) -> str | None:
+    """Why the dashboard cannot start from ``repo``, or None when it can."""
+    if not (repo / "app" / "main.py").is_file():
+        return (f"the dashboard's source (app/) is not beside bufcore/ in {repo}; run it from "
+                f"a source checkout and {INSTALL_DASHBOARD}")
+    if importlib.util.find_spec("streamlit") is None:
+        return f"streamlit is not installed; {INSTALL_DASHBOARD}"
+    return None
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    repo = repository_root()
+    problem = dashboard_problem(repo)
+    if problem is not None:
+        raise OSError(problem)
+    for path in (*args.runs, *args.root):
+        if not path.is_dir():
+            raise NotADirectoryError(f"{path}: no such directory")
+    command = dashboard_command(args.runs, args.root, args.port, python=sys.executable,
+                                cwd=Path.cwd())
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(repo), path)))}
+    process = subprocess.Popen(command, cwd=repo, env=env)
+    # SIGTERM (a supervisor, `kill`) stops the dashboard as Ctrl-C does, never orphaning it.
+    terminate = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        # A terminal's Ctrl-C reached the launcher too (it prints the one line); a SIGINT
+        # sent to this process alone is passed on.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            _stop_launcher(process)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, terminate)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_launcher(process: subprocess.Popen[bytes]) -> None:
+    try:
+        process.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="bufcore",
@@ -206,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_demo(commands)
     _add_inspect(commands)
+    _add_dashboard(commands)
     return parser
 
 
@@ -218,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         if args.command == "inspect":
             return _inspect(args)
+        if args.command == "dashboard":
+            return _dashboard(args)
     except KeyboardInterrupt:
         print(f"bufcore {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -1,3 +1,103 @@
+"""Live: follow a run while it writes; each refresh reads only the new lines of its log."""
+
+from __future__ import annotations
+
+import time
+
 import streamlit as st
 
-st.title("todo")
+from app import ui
+from app.live import (
+    MAX_RECORDS,
+    LiveTail,
+    age_text,
+    eval_figure,
+    metrics_path,
+    occupancy,
+    occupancy_figure,
+    td_figure,
+    td_series,
+)
+
+# session_state key: resolved log path -> this session's LiveTail (never shared or cached).
+TAILS = "live_tails"
+
+st.title("Live")
+st.caption(
+    "Follows a run while it writes: each refresh reads only the lines appended to its "
+    f"metrics.jsonl since the last one and keeps the last {MAX_RECORDS:,} records. "
+    "Start a run to watch with `bufcore demo --out runs/demo --live`."
+)
+source = ui.choose_source()
+if source is not None:
+    log_path = metrics_path(source.path, source.kind)
+    if log_path is None:
+        st.info(f"{source.path}: a single buffer checkpoint has no metrics log to follow; "
+                "pick a run directory.")
+        st.stop()
+    controls = st.columns([1, 2, 3])
+    live_on = controls[0].toggle(
+        "Auto-refresh", value=True, key="live_on", bind="query-params",
+        help="Read new log lines every few seconds while this page is open.",
+    )
+    live_every = controls[1].slider(
+        "Refresh every (seconds)", 1, 30, 2, key="live_every", bind="query-params",
+        disabled=not live_on,
+    )
+    if not live_on:
+        controls[2].button("Refresh now", help="Read the lines appended since the last refresh.")
+
+    @st.fragment(run_every=live_every if live_on else None)
+    def follow() -> None:
+        """Poll this session's tail of the log and draw what it holds."""
+        tails: dict[str, LiveTail] = st.session_state.setdefault(TAILS, {})
+        tail = tails.setdefault(str(log_path), LiveTail(log_path))
+        try:
+            new = tail.poll()
+        except (OSError, ValueError) as err:
+            st.error(f"{log_path}: cannot be read: {err}")
+            return
+        if tail.restarted:
+            st.info(f"{log_path} was replaced (a new run started): showing the new run from "
+                    "its start.")
+        last = tail.records[-1] if tail.records else None
+        if last is None:
+            st.info(f"{log_path}: no records yet. The page picks them up as the run writes them.")
+            return
+        cols = st.columns(4)
+        cols[0].metric("Last step", last["step"], help=f"last record: {last['kind']}")
+        cols[1].metric("Last record written", age_text(time.time() - last["time"]))
+        cols[2].metric("New this refresh", len(new))
+        cols[3].metric("Records held", f"{len(tail.records):,}",
+                       help=f"of {tail.total:,} read; the most recent {MAX_RECORDS:,} are kept")
+        ui.show_problems(tail.problems, what="log lines")
+        records = tail.records
+        left, right = st.columns(2)
+        with left:
+            buffers = occupancy(records)
+            if buffers:
+                st.plotly_chart(occupancy_figure(buffers), width="stretch")
+                st.caption("Rows held as a share of each buffer's capacity; a ring buffer climbs "
+                           "to 100% and stays there while it overwrites its oldest rows.")
+            else:
+                st.info("No buffer records yet (the demo writes one every 25 env steps).")
+        with right:
+            td = td_series(records)
+            if "td/ema_mean" in td:
+                st.plotly_chart(td_figure(td), width="stretch")
+                st.caption("TD-EMA's running mean (red, band: +/- its std) against each batch's "
+                           "mean (faint): the weights are computed from the running statistics.")
+            else:
+                st.info("No train records with TD-EMA statistics yet.")
+        evaluation = tail.latest("eval")
+        if evaluation is not None:
+            st.plotly_chart(eval_figure(evaluation), width="stretch")
+            st.caption("The latest evaluation round: one bar per expert motion, how far the "
+                       "policy's path is from the motion's frames. The curriculum samples the "
+                       "tall bars more in the next rounds.")
+        else:
+            st.info("No evaluation round yet.")
+        st.caption(f"Read up to byte {tail.offset:,} of `{log_path}` at "
+                   f"{time.strftime('%H:%M:%S')}.")
+
+    follow()

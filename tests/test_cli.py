@@ -149,3 +149,91 @@ def test_ctrl_c_during_a_demo_is_one_line_and_exit_130(tmp_path: Path) -> None:
     assert process.returncode == 130
     assert err.splitlines() == ["bufcore demo: interrupted"]
     assert out == ""
+
+
+def test_dashboard_runs_the_launcher_with_absolute_paths_and_the_port(tmp_path: Path) -> None:
+    from bufcore.cli import dashboard_command
+
+    command = dashboard_command(
+        [Path("runs/a"), tmp_path / "b"], [Path("more")], 8600, python="py", cwd=tmp_path
+    )
+    assert command == [
+        "py", "-m", "app", str(tmp_path / "runs/a"), str(tmp_path / "b"), "--port", "8600",
+        "--root", str(tmp_path / "more"),
+    ]
+
+
+@pytest.mark.parametrize("has_runs", [True, False])
+def test_dashboard_without_runs_or_roots_roots_at_runs_under_the_working_directory(
+    tmp_path: Path, has_runs: bool
+) -> None:
+    from bufcore.cli import dashboard_command
+
+    if has_runs:
+        (tmp_path / "runs").mkdir()
+    command = dashboard_command([], [], 8501, python="py", cwd=tmp_path)
+    root = tmp_path / "runs" if has_runs else tmp_path
+    assert command == ["py", "-m", "app", "--port", "8501", "--root", str(root)]
+
+
+def test_dashboard_without_streamlit_says_to_install_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    from bufcore import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        cli.importlib.util, "find_spec",
+        lambda name, *a: None if name == "streamlit" else real(name),
+    )
+    assert cli.main(["dashboard"]) == 1
+    assert capsys.readouterr().err == (
+        "bufcore dashboard: error: streamlit is not installed; install the dashboard extra: "
+        "pip install -e '.[dashboard]'\n"
+    )
+
+
+def test_dashboard_without_app_beside_bufcore_says_a_source_checkout_is_needed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from bufcore import cli
+
+    monkeypatch.setattr(cli, "repository_root", lambda: tmp_path)
+    assert cli.main(["dashboard"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bufcore dashboard: error: the dashboard's source (app/) is not "
+                          f"beside bufcore/ in {tmp_path}")
+    assert err.endswith("install the dashboard extra: pip install -e '.[dashboard]'\n")
+    assert err.count("\n") == 1
+
+
+def test_dashboard_on_a_missing_run_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    result = bufcore("dashboard", str(tmp_path / "nope"))
+    assert (result.returncode, result.stderr) == (
+        1, f"bufcore dashboard: error: {tmp_path / 'nope'}: no such directory\n"
+    )
+
+
+def test_dashboard_with_a_port_that_is_not_a_number_is_a_usage_error() -> None:
+    result = bufcore("dashboard", "--port", "web")
+    assert result.returncode == 2
+    assert "--port" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_the_command_line_never_imports_the_dashboard() -> None:
+    # Layer rule: bufcore sits below app/; `bufcore dashboard` starts it in a subprocess.
+    probe = (
+        "import sys, bufcore.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('app', 'streamlit')))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=120)
+    assert (result.returncode, result.stdout) == (0, "[]\n")
+
+
+def test_dashboard_help_shows_an_example() -> None:
+    result = bufcore("dashboard", "--help")
+    assert result.returncode == 0
+    assert "examples:\n  bufcore dashboard runs/demo" in result.stdout

@@ -1,0 +1,201 @@
+"""``python -m app [RUN_DIR ...] [--port N] [--root DIR ...]``: start the dashboard.
+
+Runs ``streamlit run app/main.py`` bound to 127.0.0.1 (a dashboard is not a public server),
+headless, with usage statistics off, and hands it the run directories and roots through the
+environment variables :class:`app.sources.DashboardConfig` reads. It prints the URL first.
+Bad input (a missing directory, a port in use or out of range) is one line on stderr and exit
+status 1; Ctrl-C stops Streamlit and exits 130 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from app.sources import DashboardConfig
+
+DEFAULT_PORT = 8501
+HOST = "127.0.0.1"
+ENTRY = Path(__file__).resolve().parent / "main.py"
+PROG = "python -m app"
+INSTALL_HINT = "install the dashboard extra: pip install -e '.[dashboard]'"
+
+
+class LaunchError(ValueError):
+    """The dashboard cannot start with these arguments (the message says why, in one line)."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What to run: the command line, the environment to add, and the URL it will serve.
+
+    Attributes:
+        command: ``python -m streamlit run .../app/main.py`` with its server flags.
+        environment: The dashboard's variables (:meth:`DashboardConfig.environment`).
+        url: ``http://127.0.0.1:PORT/``.
+    """
+
+    command: list[str]
+    environment: dict[str, str]
+    url: str
+
+
+def streamlit_command(port: int, *, python: str = sys.executable, entry: Path = ENTRY) -> list[str]:
+    """The ``streamlit run`` command line for ``port``: local only, headless, no usage stats.
+
+    Raises:
+        LaunchError: ``port`` is not an int in 1..65535.
+    """
+    check_port(port)
+    return [
+        python, "-m", "streamlit", "run", str(entry),
+        "--server.address", HOST,
+        "--server.port", str(port),
+        "--server.headless", "true",
+        "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "minimal",
+    ]
+
+
+def check_port(port: int) -> int:
+    """``port`` if it is an int in 1..65535.
+
+    Raises:
+        LaunchError: it is not (the message names ``--port``).
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise LaunchError(f"--port: expected a port number in 1..65535, got {port!r}")
+    return port
+
+
+def check_directories(paths: Sequence[str | os.PathLike[str]], what: str) -> tuple[Path, ...]:
+    """The paths resolved, each an existing directory.
+
+    Raises:
+        LaunchError: one is missing or not a directory (the message names it and ``what``).
+    """
+    resolved = []
+    for path in paths:
+        full = Path(path).expanduser().resolve()
+        if not full.is_dir():
+            problem = "not a directory" if full.exists() else "no such directory"
+            raise LaunchError(f"{what} {path}: {problem}")
+        resolved.append(full)
+    return tuple(resolved)
+
+
+def build_launch(
+    runs: Sequence[str | os.PathLike[str]],
+    roots: Sequence[str | os.PathLike[str]],
+    port: int,
+    *,
+    python: str = sys.executable,
+) -> Launch:
+    """Check the arguments and assemble what to run (nothing is started).
+
+    Raises:
+        LaunchError: a run directory or root is missing, or the port is out of range.
+    """
+    run_dirs = check_directories(runs, "run directory")
+    root_dirs = check_directories(roots, "--root")
+    config = DashboardConfig(run_dirs, tuple(dict.fromkeys((*root_dirs, *run_dirs))))
+    return Launch(streamlit_command(port, python=python), config.environment(),
+                  f"http://{HOST}:{port}/")
+
+
+def port_in_use(port: int, host: str = HOST) -> bool:
+    """Whether something already listens on ``host:port`` (so Streamlit would fail late)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def streamlit_missing() -> bool:
+    """Whether the ``streamlit`` package cannot be imported here."""
+    return importlib.util.find_spec("streamlit") is None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``RUN_DIR ...``, ``--port N`` and ``--root DIR`` (repeatable)."""
+    parser = _Parser(
+        prog=PROG,
+        description="Start the bufcore dashboard on 127.0.0.1 and print its URL.",
+        epilog="examples:\n  python -m app runs/demo\n  python -m app --root runs --port 8600\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("runs", nargs="*", metavar="RUN_DIR",
+                        help="run directories or checkpoints to show first")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
+    parser.add_argument("--root", action="append", default=[], metavar="DIR",
+                        help="a directory whose runs are listed and under which typed paths "
+                        "may be opened (repeatable; default: runs/ under the working directory)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None = None) -> int:
+    """Start the dashboard and wait for it; the exit status."""
+    args = build_parser().parse_args(argv)
+    if streamlit_missing():
+        print(f"{PROG}: error: streamlit is not installed; {INSTALL_HINT}", file=sys.stderr)
+        return 1
+    try:
+        launch = build_launch(args.runs, args.root, args.port)
+        if port_in_use(args.port):
+            raise LaunchError(f"--port {args.port}: already in use on {HOST}; pick another")
+    except LaunchError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 1
+    env = {**(os.environ if environ is None else environ), **launch.environment}
+    print(f"bufcore dashboard: {launch.url}  (Ctrl-C stops it)", flush=True)
+    process = subprocess.Popen(launch.command, env=env)
+    # SIGTERM stops Streamlit as Ctrl-C does instead of leaving it running without us.
+    terminate = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        _stop(process)
+        print(f"{PROG}: stopped", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, terminate)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Let Streamlit shut down: a terminal's Ctrl-C reached it too; a signal sent to this
+    process alone did not, so it gets SIGTERM after a moment, and SIGKILL as a last resort."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
+    for send, wait in ((None, 3.0), (process.terminate, 10.0), (process.kill, None)):
+        if send is not None:
+            send()
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

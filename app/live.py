@@ -1,0 +1,295 @@
+"""Following a run while it writes: tail its ``metrics.jsonl`` and chart what arrived.
+
+:class:`LiveTail` holds one reader's place in a log (byte offset, the records read so far,
+bounded to the most recent :data:`MAX_RECORDS`) and :meth:`LiveTail.poll` reads only the
+lines appended since the last poll, through :func:`bufcore.read_metrics`. A log replaced by a
+new run (renamed over, shorter than the offset, or removed) drops what was held and starts
+over. The functions below turn held records into series and the Live page's figures (numpy
+arrays in, plotly figures out). Nothing here imports Streamlit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from app.downsample import Reduced, min_max
+from app.figures import line_trace, styled
+from bufcore import read_metrics
+from bufcore.persist.run_checkpoint import METRICS_FILE
+from bufcore.runs.inspect import BUFFER_CHECKPOINT
+
+# Records a tail keeps (the most recent ones): a week-long run's log never fills memory.
+MAX_RECORDS = 20_000
+# Skipped-line messages a tail keeps.
+MAX_PROBLEMS = 200
+# One poll reads at most this many chunks (read_metrics reads ~8 MiB per call), so a refresh
+# of a huge log returns; the next poll continues where this one stopped.
+MAX_READS_PER_POLL = 16
+# The train record fields of TD-EMA (bufcore.TDWeighting.update's metrics).
+TD_FIELDS = ("td/ema_mean", "td/ema_std", "td/batch_mean", "td/batch_std")
+
+
+def metrics_path(source: Path, kind: str) -> Path | None:
+    """Where a source of ``kind`` keeps its ``metrics.jsonl`` (it may not exist yet), or None
+    for a single buffer checkpoint, which has no log."""
+    return None if kind == BUFFER_CHECKPOINT else Path(source) / METRICS_FILE
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file's (device, inode), or None when it is missing: a new run renames a new file
+    over the log, which changes the inode even when the new file is already longer."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+class LiveTail:
+    """One reader's place in a metrics log: read only what was appended since the last poll.
+
+    Args:
+        path: The ``metrics.jsonl`` file (a missing one reads as empty until it appears).
+        max_records: How many of the most recent records to keep.
+
+    Raises:
+        TypeError: ``path`` is not a path.
+        ValueError: ``max_records`` is not an int >= 1.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, max_records: int = MAX_RECORDS) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise TypeError(f"path: expected a path (str or os.PathLike), got {path!r:.80}")
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
+            raise ValueError(f"max_records: expected an int >= 1, got {max_records!r}")
+        self.path = Path(path)
+        self.max_records = max_records
+        self.offset = 0
+        self.restarted = False
+        self.total = 0  # records read since the (last) start, kept or not
+        self._records: deque[dict[str, Any]] = deque(maxlen=max_records)
+        self._latest: dict[str, dict[str, Any]] = {}
+        self._problems: deque[str] = deque(maxlen=MAX_PROBLEMS)
+        self._identity: tuple[int, int] | None = None
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The records held (at most ``max_records``, the most recent), in file order."""
+        return list(self._records)
+
+    @property
+    def problems(self) -> list[str]:
+        """Messages for the complete lines skipped as invalid (the most recent ones)."""
+        return list(self._problems)
+
+    def latest(self, kind: str) -> dict[str, Any] | None:
+        """The last record of ``kind`` read since the start, even if no longer held."""
+        return self._latest.get(kind)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        """The held records of ``kind``, in order."""
+        return [record for record in self._records if record["kind"] == kind]
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Read the complete lines appended since the last poll.
+
+        A last line without its newline yet is left for a later poll. When the log was
+        replaced or removed, :attr:`restarted` is True after this call and the records held
+        before are gone: the result and :attr:`records` then hold the new run's from its start.
+
+        Returns:
+            The new records, in file order.
+
+        Raises:
+            OSError: the file exists but cannot be read.
+            ValueError: ``path`` is not a regular file.
+        """
+        self.restarted = False
+        identity = _identity(self.path)
+        if self.offset and identity != self._identity:
+            self._start_over()
+        self._identity = identity
+        new: list[dict[str, Any]] = []
+        problems: list[str] = []
+        for _ in range(MAX_READS_PER_POLL):
+            batch, end = read_metrics(self.path, self.offset, problems=problems)
+            if end < self.offset:
+                # Shorter than our offset, or not at a line end there: a new run.
+                self._start_over()
+                new, problems = [], []
+                continue
+            new += batch
+            if end == self.offset:
+                break
+            self.offset = end
+        self._problems.extend(problems)
+        self._records.extend(new)
+        self.total += len(new)
+        for record in new:
+            self._latest[record["kind"]] = record
+        return new[-self.max_records:]
+
+    def _start_over(self) -> None:
+        self.offset = 0
+        self.total = 0
+        self.restarted = True
+        self._records.clear()
+        self._latest.clear()
+        self._problems.clear()
+
+
+@dataclass(frozen=True)
+class Series:
+    """One named curve: x (steps) and y values, float64."""
+
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+
+
+def occupancy(records: Iterable[dict[str, Any]]) -> list[Series]:
+    """Fill level (percent of capacity) per buffer over steps, from ``buffer`` records.
+
+    A buffer record holds one object per buffer with ``len`` and ``capacity`` (the demo's
+    ``train`` and ``z``); other fields are ignored.
+    """
+    points: dict[str, tuple[list[float], list[float]]] = {}
+    for record in records:
+        if record.get("kind") != "buffer":
+            continue
+        for name, value in record.items():
+            if isinstance(value, dict) and _number(value.get("len")) is not None:
+                capacity = _number(value.get("capacity"))
+                if capacity:
+                    xs, ys = points.setdefault(name, ([], []))
+                    xs.append(float(record["step"]))
+                    ys.append(100.0 * float(value["len"]) / capacity)
+    return [Series(name, np.array(xs), np.array(ys)) for name, (xs, ys) in points.items()]
+
+
+def td_series(records: Iterable[dict[str, Any]]) -> dict[str, Series]:
+    """The TD-EMA fields (:data:`TD_FIELDS`) of ``train`` records, each over steps."""
+    points: dict[str, tuple[list[float], list[float]]] = {f: ([], []) for f in TD_FIELDS}
+    for record in records:
+        if record.get("kind") != "train":
+            continue
+        for field in TD_FIELDS:
+            value = _number(record.get(field))
+            if value is not None:
+                points[field][0].append(float(record["step"]))
+                points[field][1].append(value)
+    return {
+        field: Series(field, np.array(xs), np.array(ys))
+        for field, (xs, ys) in points.items() if xs
+    }
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _reduce(series: Series) -> Reduced:
+    return min_max(series.x, series.y)
+
+
+def _note(reduced: Sequence[Reduced]) -> str:
+    """The largest series' point count (``"n -> m points"`` when it was reduced)."""
+    return max(reduced, key=lambda r: r.total).caption()
+
+
+def occupancy_figure(series: Sequence[Series]) -> go.Figure:
+    """Each buffer's fill level (percent of its capacity) over env steps.
+
+    Raises:
+        ValueError: ``series`` is empty.
+    """
+    if not series:
+        raise ValueError("series: expected at least one buffer's occupancy, got none")
+    figure = go.Figure()
+    reduced = [_reduce(s) for s in series]
+    for s, r in zip(series, reduced, strict=True):
+        figure.add_trace(line_trace(r.x, r.y, name=s.name, line={"shape": "hv"}))
+    figure.update_yaxes(range=[0, 105])
+    return styled(figure, title="Buffer occupancy", x="env step", y="filled (% of capacity)",
+                  note=_note(reduced))
+
+
+def td_figure(series: dict[str, Series]) -> go.Figure:
+    """TD-EMA's running mean with a +/- one std band, the batch means faint behind.
+
+    Raises:
+        ValueError: the EMA mean is missing from ``series``.
+    """
+    if "td/ema_mean" not in series:
+        raise ValueError("series: expected 'td/ema_mean' (train records with TD-EMA fields)")
+    figure = go.Figure()
+    mean = _reduce(series["td/ema_mean"])
+    notes = [mean]
+    if "td/batch_mean" in series:
+        batch = _reduce(series["td/batch_mean"])
+        notes.append(batch)
+        figure.add_trace(line_trace(batch.x, batch.y, name="batch mean",
+                                    line={"color": "rgba(99,110,250,0.3)", "width": 1}))
+    std = series.get("td/ema_std")
+    if std is not None and len(std.x) == len(series["td/ema_mean"].x) and not mean.reduced:
+        # The band only when every point is kept: min/max keeps different steps per series.
+        for sign, name in ((1.0, "upper"), (-1.0, "EMA mean \u00b1 std")):
+            figure.add_trace(go.Scatter(
+                x=mean.x, y=mean.y + sign * std.y, name=name, mode="lines",
+                line={"width": 0}, showlegend=sign < 0,
+                fill="tonexty" if sign < 0 else None, fillcolor="rgba(239,85,59,0.15)",
+                hoverinfo="skip",
+            ))
+    figure.add_trace(line_trace(mean.x, mean.y, name="EMA mean", line={"color": "#EF553B"}))
+    return styled(figure, title="TD error: running EMA vs each batch", x="training step",
+                  y="TD error", note=_note(notes))
+
+
+def eval_figure(record: dict[str, Any]) -> go.Figure:
+    """The evaluation round's EMD per motion (bars), the round's mean as a dashed line.
+
+    Raises:
+        ValueError: ``record`` lacks ``motion_ids`` and ``emd`` lists of one length.
+    """
+    ids, emds = record.get("motion_ids"), record.get("emd")
+    if not isinstance(ids, list) or not isinstance(emds, list) or len(ids) != len(emds):
+        raise ValueError("record: expected an eval record with motion_ids and emd of one length")
+    y = np.array([np.nan if v is None else float(v) for v in emds])
+    probability = record.get("probability")
+    hover = "motion %{x}<br>EMD %{y:.3f}"
+    custom = None
+    if isinstance(probability, list) and len(probability) == len(ids):
+        custom = np.array(probability, dtype=np.float64)
+        hover += "<br>sampling probability now %{customdata:.3f}"
+    figure = go.Figure(go.Bar(
+        x=[str(m) for m in ids], y=y, name="EMD", customdata=custom,
+        hovertemplate=hover + "<extra></extra>", marker={"color": "#636EFA"},
+    ))
+    mean = float(np.nanmean(y)) if np.isfinite(y).any() else None
+    if mean is not None:
+        figure.add_hline(y=mean, line={"dash": "dash", "color": "#444"},
+                         annotation_text=f"mean {mean:.3f}", annotation_position="top right")
+    figure.update_xaxes(type="category")
+    title = f"Evaluation round {record.get('round', '?')} at step {record.get('step', '?')}"
+    return styled(figure, title=title, x="motion id", y="EMD to the expert (lower is better)",
+                  note="distance between each motion's tracked path and its expert frames")
+
+
+def age_text(seconds: float) -> str:
+    """How long ago, in words: ``"4 s ago"``, ``"3 min ago"``, ``"2.5 h ago"``."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"

@@ -1,0 +1,137 @@
+"""``python -m app``: the command line it builds, what it refuses, and a real start and stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import app.__main__ as launcher
+from app.sources import ROOTS_ENV, RUNS_ENV, DashboardConfig
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_the_command_runs_the_entry_script_local_headless_without_usage_stats() -> None:
+    command = launcher.streamlit_command(8600, python="py")
+    assert command[:5] == ["py", "-m", "streamlit", "run", str(REPO / "app" / "main.py")]
+    assert option(command, "--server.address") == "127.0.0.1"
+    assert option(command, "--server.port") == "8600"
+    assert option(command, "--server.headless") == "true"
+    assert option(command, "--browser.gatherUsageStats") == "false"
+    assert option(command, "--client.toolbarMode") == "minimal"
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536, True, "8501"])
+def test_a_port_out_of_range_is_refused_naming_the_option(port: object) -> None:
+    with pytest.raises(launcher.LaunchError, match="--port"):
+        launcher.streamlit_command(port)  # type: ignore[arg-type]
+
+
+def test_runs_and_roots_reach_the_dashboard_through_its_environment(tmp_path: Path) -> None:
+    run, root = tmp_path / "run", tmp_path / "root"
+    run.mkdir()
+    root.mkdir()
+    launch = launcher.build_launch([run], [root], 8601)
+    config = DashboardConfig.from_environment(launch.environment)
+    assert config.runs == (run.resolve(),)
+    assert config.roots == (root.resolve(), run.resolve())
+    assert launch.url == "http://127.0.0.1:8601/"
+
+
+def test_no_runs_and_no_roots_leave_the_dashboard_its_default_root() -> None:
+    launch = launcher.build_launch([], [], 8501)
+    assert launch.environment == {RUNS_ENV: "", ROOTS_ENV: ""}
+
+
+@pytest.mark.parametrize("what", ["run", "root"])
+def test_a_missing_directory_is_refused_naming_it(tmp_path: Path, what: str) -> None:
+    missing = tmp_path / "missing"
+    runs, roots = ([missing], []) if what == "run" else ([], [missing])
+    with pytest.raises(launcher.LaunchError, match="missing: no such directory"):
+        launcher.build_launch(runs, roots, 8501)
+
+
+def test_a_file_given_as_a_run_is_refused_as_not_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(launcher.LaunchError, match="file: not a directory"):
+        launcher.build_launch([tmp_path / "file"], [], 8501)
+
+
+def test_main_without_streamlit_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(launcher, "streamlit_missing", lambda: True)
+    assert launcher.main([]) == 1
+    assert capsys.readouterr().err == (
+        "python -m app: error: streamlit is not installed; install the dashboard extra: "
+        "pip install -e '.[dashboard]'\n"
+    )
+
+
+def test_main_on_a_missing_run_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert launcher.main([str(tmp_path / "nope")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"python -m app: error: run directory {tmp_path / 'nope'}: no such directory\n"
+
+
+def test_main_on_a_port_in_use_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert launcher.main(["--port", str(port)]) == 1
+    assert capsys.readouterr().err.endswith(f"--port {port}: already in use on 127.0.0.1; "
+                                            "pick another\n")
+
+
+@pytest.mark.slow
+def test_the_dashboard_serves_on_its_port_and_ctrl_c_stops_it_with_exit_130(
+    demo_run: Path,
+) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", str(demo_run), "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as reply:
+                    assert reply.read() == b"ok"
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.3)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130
+    assert out.splitlines()[0] == f"bufcore dashboard: http://127.0.0.1:{port}/  (Ctrl-C stops it)"
+    assert err.splitlines()[-1] == "python -m app: stopped"
+    assert "Traceback" not in err

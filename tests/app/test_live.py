@@ -1,0 +1,257 @@
+"""app.live without Streamlit: the log tail (appends, torn lines, restarts, the bound) and the
+Live page's series and figures."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.live import (
+    LiveTail,
+    Series,
+    age_text,
+    eval_figure,
+    metrics_path,
+    occupancy,
+    occupancy_figure,
+    td_figure,
+    td_series,
+)
+from bufcore import RunLogger
+from bufcore.runs.inspect import BUFFER_CHECKPOINT, RUN_DIRECTORY
+
+
+def log(run: Path, steps: range, *, fresh: bool = False, kind: str = "train") -> None:
+    with RunLogger(run, fresh=fresh) as logger:
+        for step in steps:
+            logger.log(kind, step, {"loss": step / 2})
+
+
+def steps(records: list[dict[str, object]]) -> list[object]:
+    return [record["step"] for record in records]
+
+
+def test_a_first_poll_reads_every_record_and_ends_at_the_file_size(tmp_path: Path) -> None:
+    log(tmp_path, range(5), fresh=True)
+    tail = LiveTail(tmp_path / "metrics.jsonl")
+    assert steps(tail.poll()) == [0, 1, 2, 3, 4]
+    assert tail.offset == os.path.getsize(tmp_path / "metrics.jsonl")
+    assert not tail.restarted
+
+
+def test_a_poll_after_an_append_returns_only_the_appended_records(tmp_path: Path) -> None:
+    log(tmp_path, range(3), fresh=True)
+    tail = LiveTail(tmp_path / "metrics.jsonl")
+    tail.poll()
+    log(tmp_path, range(3, 6))
+    assert steps(tail.poll()) == [3, 4, 5]
+    assert steps(tail.records) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_poll_with_nothing_appended_returns_nothing_and_keeps_the_records(
+    tmp_path: Path,
+) -> None:
+    log(tmp_path, range(3), fresh=True)
+    tail = LiveTail(tmp_path / "metrics.jsonl")
+    tail.poll()
+    assert tail.poll() == []
+    assert steps(tail.records) == [0, 1, 2]
+
+
+def test_a_torn_last_line_waits_until_its_newline_arrives(tmp_path: Path) -> None:
+    log(tmp_path, range(2), fresh=True)
+    line = json.dumps({"step": 2, "time": 1.0, "kind": "train", "loss": 1.0}).encode() + b"\n"
+    path = tmp_path / "metrics.jsonl"
+    with open(path, "ab") as file:
+        file.write(line[:10])
+    tail = LiveTail(path)
+    assert steps(tail.poll()) == [0, 1]
+    with open(path, "ab") as file:
+        file.write(line[10:])
+    assert steps(tail.poll()) == [2]
+    assert tail.problems == []
+
+
+def test_an_invalid_complete_line_is_skipped_and_named_in_problems(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    log(tmp_path, range(1), fresh=True)
+    with open(path, "ab") as file:
+        file.write(b"not json\n")
+    log(tmp_path, range(1, 2))
+    tail = LiveTail(path)
+    assert steps(tail.poll()) == [0, 1]
+    assert len(tail.problems) == 1
+    assert str(path) in tail.problems[0]
+
+
+@pytest.mark.parametrize("new_steps", [1, 2, 5, 40], ids=lambda n: f"new run of {n}")
+def test_a_replaced_log_drops_what_was_held_and_reads_the_new_run(
+    tmp_path: Path, new_steps: int
+) -> None:
+    # 40 lines make the new file longer than the old offset: only its inode tells.
+    log(tmp_path, range(100, 105), fresh=True)
+    tail = LiveTail(tmp_path / "metrics.jsonl")
+    tail.poll()
+    log(tmp_path, range(new_steps), fresh=True)
+    assert steps(tail.poll()) == list(range(new_steps))
+    assert tail.restarted
+    assert steps(tail.records) == list(range(new_steps))
+    assert tail.total == new_steps
+
+
+def test_the_restarted_flag_clears_on_the_next_poll(tmp_path: Path) -> None:
+    log(tmp_path, range(5), fresh=True)
+    tail = LiveTail(tmp_path / "metrics.jsonl")
+    tail.poll()
+    log(tmp_path, range(2), fresh=True)
+    tail.poll()
+    assert not (tail.poll(), tail.restarted)[1]
+
+
+def test_a_removed_log_drops_the_records_held(tmp_path: Path) -> None:
+    log(tmp_path, range(3), fresh=True)
+    tail = LiveTail(tmp_path / "metrics.jsonl")
+    tail.poll()
+    (tmp_path / "metrics.jsonl").unlink()
+    assert tail.poll() == []
+    assert (tail.restarted, tail.records, tail.offset) == (True, [], 0)
+
+
+def test_a_log_not_yet_created_reads_empty_then_its_records_once_written(
+    tmp_path: Path,
+) -> None:
+    tail = LiveTail(tmp_path / "metrics.jsonl")
+    assert (tail.poll(), tail.restarted) == ([], False)
+    log(tmp_path, range(2), fresh=True)
+    assert steps(tail.poll()) == [0, 1]
+
+
+@pytest.mark.parametrize("bound", [1, 2, 3, 7])
+def test_only_the_most_recent_records_are_held(tmp_path: Path, bound: int) -> None:
+    log(tmp_path, range(10), fresh=True)
+    tail = LiveTail(tmp_path / "metrics.jsonl", max_records=bound)
+    tail.poll()
+    log(tmp_path, range(10, 12))
+    tail.poll()
+    assert steps(tail.records) == list(range(12 - bound, 12))
+    assert tail.total == 12
+
+
+def test_the_latest_record_of_a_kind_survives_falling_out_of_the_bound(tmp_path: Path) -> None:
+    log(tmp_path, range(1), fresh=True, kind="eval")
+    log(tmp_path, range(1, 5))
+    tail = LiveTail(tmp_path / "metrics.jsonl", max_records=2)
+    tail.poll()
+    latest = tail.latest("eval")
+    assert latest is not None and latest["step"] == 0
+    assert tail.of_kind("eval") == []
+
+
+@pytest.mark.parametrize("bound", [0, -1, True, 2.0])
+def test_a_bound_that_is_not_a_positive_int_is_refused(tmp_path: Path, bound: object) -> None:
+    with pytest.raises(ValueError, match="max_records"):
+        LiveTail(tmp_path / "metrics.jsonl", max_records=bound)  # type: ignore[arg-type]
+
+
+def test_a_path_that_is_not_a_path_is_refused() -> None:
+    with pytest.raises(TypeError, match="path"):
+        LiveTail(3)  # type: ignore[arg-type]
+
+
+def test_a_directory_in_place_of_the_log_raises_value_error(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").mkdir()
+    with pytest.raises(ValueError, match=r"metrics\.jsonl"):
+        LiveTail(tmp_path / "metrics.jsonl").poll()
+
+
+def test_a_buffer_checkpoint_has_no_log_and_a_run_has_one(tmp_path: Path) -> None:
+    assert metrics_path(tmp_path, BUFFER_CHECKPOINT) is None
+    assert metrics_path(tmp_path, RUN_DIRECTORY) == tmp_path / "metrics.jsonl"
+
+
+def buffer_record(step: int, length: int, capacity: int) -> dict[str, object]:
+    return {"step": step, "time": 0.0, "kind": "buffer",
+            "train": {"len": length, "capacity": capacity}, "note": "x"}
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 3, 1000])
+def test_occupancy_is_the_percentage_of_capacity_per_buffer(capacity: int) -> None:
+    records = [buffer_record(s, min(s, capacity), capacity) for s in (1, 2, 3)]
+    (series,) = occupancy([*records, {"step": 9, "time": 0.0, "kind": "train"}])
+    assert series.name == "train"
+    np.testing.assert_allclose(series.y, [100 * min(s, capacity) / capacity for s in (1, 2, 3)])
+    np.testing.assert_array_equal(series.x, [1, 2, 3])
+
+
+def test_occupancy_ignores_a_buffer_without_capacity() -> None:
+    record = {"step": 1, "time": 0.0, "kind": "buffer", "z": {"len": 3, "capacity": 0}}
+    assert occupancy([record]) == []
+
+
+def test_td_series_takes_the_ema_fields_of_train_records_and_skips_missing_values() -> None:
+    records = [
+        {"step": 4, "time": 0.0, "kind": "train", "td/ema_mean": 1.0, "td/ema_std": 0.5},
+        {"step": 8, "time": 0.0, "kind": "train", "td/ema_mean": None, "td/ema_std": 0.4},
+        {"step": 9, "time": 0.0, "kind": "eval", "td/ema_mean": 7.0},
+    ]
+    series = td_series(records)
+    assert sorted(series) == ["td/ema_mean", "td/ema_std"]
+    np.testing.assert_array_equal(series["td/ema_mean"].x, [4])
+    np.testing.assert_array_equal(series["td/ema_std"].y, [0.5, 0.4])
+
+
+@pytest.mark.parametrize("points", [1, 2, 3, 60_001])
+def test_the_occupancy_figure_says_how_many_points_it_plots(points: int) -> None:
+    x = np.arange(points, dtype=np.float64)
+    figure = occupancy_figure([Series("train", x, np.full(points, 50.0))])
+    title = figure.layout.title.text
+    assert (f"{points:,} -> " in title) == (points > 50_000)
+    assert sum(len(trace.x) for trace in figure.data) <= 50_000
+
+
+def test_the_occupancy_figure_refuses_no_series() -> None:
+    with pytest.raises(ValueError, match="series"):
+        occupancy_figure([])
+
+
+def test_the_td_figure_draws_the_band_and_the_batch_mean_when_given() -> None:
+    x = np.arange(3, dtype=np.float64)
+    figure = td_figure({
+        "td/ema_mean": Series("td/ema_mean", x, np.zeros(3)),
+        "td/ema_std": Series("td/ema_std", x, np.ones(3)),
+        "td/batch_mean": Series("td/batch_mean", x, np.ones(3)),
+    })
+    names = [trace.name for trace in figure.data]
+    assert names == ["batch mean", "upper", "EMA mean \u00b1 std", "EMA mean"]
+    np.testing.assert_array_equal(figure.data[1].y, [1.0, 1.0, 1.0])
+
+
+def test_the_td_figure_refuses_series_without_the_ema_mean() -> None:
+    with pytest.raises(ValueError, match="ema_mean"):
+        td_figure({})
+
+
+@pytest.mark.parametrize("motions", [1, 2, 5])
+def test_the_eval_figure_has_one_bar_per_motion_and_names_the_round(motions: int) -> None:
+    record = {"step": 300, "round": 2, "kind": "eval", "motion_ids": list(range(motions)),
+              "emd": [float(m) for m in range(motions)], "probability": [1 / motions] * motions}
+    figure = eval_figure(record)
+    np.testing.assert_array_equal(figure.data[0].y, list(range(motions)))
+    assert figure.layout.title.text.startswith("Evaluation round 2 at step 300")
+
+
+def test_the_eval_figure_refuses_a_record_without_matching_lists() -> None:
+    with pytest.raises(ValueError, match="motion_ids"):
+        eval_figure({"motion_ids": [0, 1], "emd": [1.0]})
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(-1, "0 s ago"), (4.2, "4 s ago"), (180, "3 min ago"), (9000, "2.5 h ago")],
+)
+def test_age_text_reads_in_the_largest_fitting_unit(seconds: float, text: str) -> None:
+    assert age_text(seconds) == text

@@ -1,0 +1,96 @@
+"""The Live page: it follows a run's log across reruns, and says what it cannot follow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from bufcore import RunLogger
+from tests.app.conftest import Dashboard
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join(str(e.value) for e in [*at.info, *at.error, *at.warning])
+
+
+def test_live_shows_the_demo_run_up_to_its_last_step(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("live", demo_run)
+    assert not at.exception
+    assert at.title[0].value == "Live"
+    last = max(int(line.split(b'"step": ')[1].split(b",")[0])
+               for line in (demo_run / "metrics.jsonl").read_bytes().splitlines())
+    assert metric(at, "Last step") == str(last)
+    assert len(at.get("plotly_chart")) == 3
+
+
+def test_live_picks_up_records_appended_between_reruns(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    at = dashboard("live", run_copy)
+    held = int(metric(at, "Records held").replace(",", ""))
+    with RunLogger(run_copy, fresh=False) as logger:
+        logger.log("buffer", 10**6, {"train": {"len": 1, "capacity": 2}})
+        logger.log("train", 10**6 + 1, {"td/ema_mean": 0.5})
+    at.run()
+    assert not at.exception
+    assert metric(at, "Last step") == str(10**6 + 1)
+    assert metric(at, "New this refresh") == "2"
+    assert metric(at, "Records held") == f"{held + 2:,}"
+
+
+def test_live_starts_over_when_a_new_run_replaces_the_log(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    at = dashboard("live", run_copy)
+    with RunLogger(run_copy, fresh=True) as logger:
+        logger.log("run", 0, {"writer": "test"})
+    at.run()
+    assert not at.exception
+    assert "was replaced (a new run started)" in texts(at)
+    assert metric(at, "Records held") == "1"
+
+
+def test_live_restores_its_controls_from_the_query_parameters(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("live", demo_run, query={"live_on": "false", "live_every": "7"})
+    assert not at.exception
+    assert at.toggle(key="live_on").value is False
+    assert at.slider(key="live_every").value == 7
+    assert [b.label for b in at.button] == ["Refresh now"]
+
+
+def test_live_on_a_buffer_checkpoint_says_it_has_no_log(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    buffer = demo_run / "checkpoint" / "buffers" / "z"
+    at = dashboard("live", buffer)
+    assert not at.exception
+    assert f"{buffer}: a single buffer checkpoint has no metrics log" in texts(at)
+
+
+def test_live_on_an_empty_log_says_no_records_yet(dashboard: Dashboard, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_bytes(b"")
+    at = dashboard("live", run)
+    assert not at.exception
+    assert f"{run / 'metrics.jsonl'}: no records yet" in texts(at)
+
+
+def test_live_on_a_log_with_torn_lines_lists_them_as_skipped(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    with open(run_copy / "metrics.jsonl", "ab") as file:
+        file.write(b'{"step": 1, "ti\n')
+    with RunLogger(run_copy, fresh=False) as logger:
+        logger.log("train", 10**6, {"td/ema_mean": 0.5})
+    at = dashboard("live", run_copy)
+    assert not at.exception
+    assert metric(at, "Last step") == str(10**6)
+    assert at.expander[0].label == "1 log lines skipped"

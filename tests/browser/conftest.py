@@ -1,0 +1,114 @@
+"""Fixtures for the real-browser tests: a demo run, ``streamlit run`` on it, Debian's chromium.
+
+The dashboard runs as users run it (``streamlit run app/main.py`` on 127.0.0.1, a free port),
+on a tiny demo run generated once per session. Playwright drives ``/usr/bin/chromium`` with the
+flags of DESIGN §5 and a fresh context (its own profile: no cookies or storage carried over)
+per test. Without ``/usr/bin/chromium`` every browser test skips, saying how to install it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.sources import ROOTS_ENV, RUNS_ENV
+from bufcore.runs.demo import run_demo
+from tests.support import TINY_DEMO
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+START_TIMEOUT_S = 90.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Path:
+    """``/usr/bin/chromium``, or a skip saying how to get it."""
+    if not CHROMIUM.exists():
+        pytest.skip(
+            f"{CHROMIUM} is missing: install Debian's chromium (`apt-get install -y chromium`; "
+            "`make test` does it when run as root) to run the browser tests"
+        )
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny demo run for the browser tests."""
+    run = tmp_path_factory.mktemp("browser-runs") / "demo"
+    run_demo(run, TINY_DEMO)
+    return run
+
+
+@pytest.fixture(scope="session")
+def dashboard_url(chromium_path: Path, browser_run: Path) -> Iterator[str]:
+    """``http://127.0.0.1:PORT/`` of ``streamlit run app/main.py`` on the demo run."""
+    port = _free_port()
+    env = {**os.environ, RUNS_ENV: str(browser_run), ROOTS_ENV: "", "PYTHONPATH": str(REPO)}
+    log = SCREENSHOTS.parent / "streamlit.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as output:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(REPO / "app" / "main.py"),
+             "--server.address", "127.0.0.1", "--server.port", str(port),
+             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            env=env, cwd=REPO, stdout=output, stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health"):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not start; see {log}") from None
+                time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path: Path) -> Iterator[object]:
+    """A headless chromium (Playwright's sync API)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(chromium_path),
+                                              args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: object, dashboard_url: str) -> Iterator[object]:
+    """A page in a fresh browser context (nothing kept from other tests)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})  # type: ignore[attr-defined]
+    tab = context.new_page()
+    tab.set_default_timeout(30_000)
+    yield tab
+    context.close()

@@ -79,6 +79,12 @@ b = _side("B", right, 1 if len(sources) > 1 else 0)
 if a is None or b is None:
     st.stop()
 names = (a.label, b.label)
+if a.label == b.label:
+    st.info(
+        "A and B are the same run and buffers, so every chart shows two equal sides. Pick "
+        "another run for B, or an expert buffer saved from the Curriculum page "
+        "(`reprioritized/...`), or start the dashboard with `--root` on a folder of runs."
+    )
 
 st.header("Trajectory lengths")
 if a.online_lengths is not None and b.online_lengths is not None:

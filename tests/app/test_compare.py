@@ -101,3 +101,9 @@ def test_a_side_without_an_expert_buffer_says_what_is_missing(
     at = dashboard("compare", roots=(tmp_path,), query={"cmp_a": "run", "cmp_b": "zonly"})
     assert not at.exception
     assert any("expert buffer with saved priorities" in i.value for i in at.info)
+
+
+def test_comparing_a_run_with_itself_says_so(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("compare", demo_run)
+    assert not at.exception
+    assert any("A and B are the same" in i.value for i in at.info)

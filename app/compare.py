@@ -22,7 +22,7 @@ class Side:
     """What one side of a comparison holds (None where the source has no such data).
 
     Attributes:
-        label: How charts name this side (``"A: demo"``).
+        label: The run or checkpoint (and expert buffer, when it has several) this side shows.
         online_lengths: Lengths of the online buffer's trajectories.
         expert_lengths: Length per motion of the expert buffer.
         priorities: Normalised sampling priority per motion id of the expert buffer.

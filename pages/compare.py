@@ -54,7 +54,7 @@ def _side(letter: str, column: DeltaGenerator, default: int) -> Side | None:
                     f"{key}_online", column)
     experts = [e for e in data.buffers if kinds.get(e.name) == EXPERT]
     expert = _entry(experts, "expert buffer", f"{key}_expert", column)
-    name = f"{letter}: {source.label}"
+    name = source.label
     online_lengths = expert_lengths = priorities = None
     if online is not None and (loaded := ui.trajectories_of(online, expert=False)) is not None:
         online_lengths = loaded[1].length
@@ -78,7 +78,7 @@ a = _side("A", left, 0)
 b = _side("B", right, 1 if len(sources) > 1 else 0)
 if a is None or b is None:
     st.stop()
-names = (a.label, b.label)
+names = (f"A: {a.label}", f"B: {b.label}")
 if a.label == b.label:
     st.info(
         "A and B are the same run and buffers, so every chart shows two equal sides. Pick "

@@ -52,8 +52,11 @@ ui.show_problems(history.problems, what="eval records")
 st.caption(f"{history.rounds} rounds over {len(history.motion_ids)} motions, from "
            f"`{history.source}`.")
 
-sort = st.selectbox("Sort motions by", SORTS, key="cur_sort", bind="query-params",
-                    help="Highest first for EMDs and priority; the URL keeps the choice.")
+# `or`: a selectbox with options never returns None, but its type says it may.
+sort = st.selectbox(
+    "Sort motions by", SORTS, key="cur_sort", bind="query-params",
+    help="Highest first for EMDs and priority; the URL keeps the choice.",
+) or SORTS[0]
 order = motion_order(history, sort)
 st.plotly_chart(emd_heatmap(history, order, sort=sort), width="stretch")
 left, right = st.columns(2)

@@ -21,6 +21,7 @@ from app.live import (
     td_figure,
     td_series,
 )
+from app.ring import occupancy as ring_occupancy
 from bufcore import RunLogger
 from bufcore.runs.inspect import BUFFER_CHECKPOINT, RUN_DIRECTORY
 
@@ -190,6 +191,28 @@ def test_occupancy_is_the_percentage_of_capacity_per_buffer(capacity: int) -> No
 def test_occupancy_ignores_a_buffer_without_capacity() -> None:
     record = {"step": 1, "time": 0.0, "kind": "buffer", "z": {"len": 3, "capacity": 0}}
     assert occupancy([record]) == []
+
+
+@pytest.mark.parametrize(
+    "stats",
+    [
+        {"len": 3, "capacity": -4},
+        {"len": float("inf"), "capacity": 4},
+        {"len": float("nan"), "capacity": 4},
+        {"len": 3, "capacity": float("inf")},
+        {"len": True, "capacity": 4},
+    ],
+    ids=["negative capacity", "infinite len", "nan len", "infinite capacity", "bool len"],
+)
+def test_live_occupancy_skips_the_entries_the_fifo_page_skips(stats: dict[str, object]) -> None:
+    # Both pages chart one buffer's fill from the same records: they must count the same ones.
+    good = buffer_record(1, 2, 4)
+    bad = {"step": 2, "time": 0.0, "kind": "buffer", "train": stats}
+    (series,) = occupancy([good, bad])
+    fifo = ring_occupancy([good, bad], "train")
+    np.testing.assert_array_equal(series.x, fifo.step)
+    np.testing.assert_allclose(series.y, 100 * fifo.fill)
+    np.testing.assert_array_equal(series.x, [1])
 
 
 def test_td_series_takes_the_ema_fields_of_train_records_and_skips_missing_values() -> None:

@@ -208,7 +208,7 @@ def _note(reduced: Sequence[Reduced]) -> str:
 
 
 def occupancy_figure(series: Sequence[Series]) -> go.Figure:
-    """Each buffer's fill level (percent of its capacity) over env steps.
+    """Each buffer's fill level (percent of its capacity) over training steps.
 
     Raises:
         ValueError: ``series`` is empty.
@@ -220,7 +220,7 @@ def occupancy_figure(series: Sequence[Series]) -> go.Figure:
     for s, r in zip(series, reduced, strict=True):
         figure.add_trace(line_trace(r.x, r.y, name=s.name, line={"shape": "hv"}))
     figure.update_yaxes(range=[0, 105])
-    return styled(figure, title="Buffer occupancy", x="env step", y="filled (% of capacity)",
+    return styled(figure, title="Buffer occupancy", x="training step", y="filled (% of capacity)",
                   note=_note(reduced))
 
 

@@ -22,6 +22,7 @@ from app.live import (
     td_series,
 )
 from app.ring import occupancy as ring_occupancy
+from app.ring_figures import occupancy_figure as fifo_occupancy_figure
 from bufcore import RunLogger
 from bufcore.runs.inspect import BUFFER_CHECKPOINT, RUN_DIRECTORY
 
@@ -234,6 +235,15 @@ def test_the_occupancy_figure_says_how_many_points_it_plots(points: int) -> None
     title = figure.layout.title.text
     assert (f"{points:,} -> " in title) == (points > 50_000)
     assert sum(len(trace.x) for trace in figure.data) <= 50_000
+
+
+@pytest.mark.parametrize("records", [1, 2, 5])
+def test_the_occupancy_figure_names_its_x_axis_as_the_fifo_page_does(records: int) -> None:
+    # The same records' step, charted on two pages: one name for it (the log's training step).
+    rows = [buffer_record(s, 1, 4) for s in range(1, records + 1)]
+    live = occupancy_figure(occupancy(rows))
+    fifo = fifo_occupancy_figure(ring_occupancy(rows, "train"))
+    assert live.layout.xaxis.title.text == fifo.layout.xaxis.title.text
 
 
 def test_the_occupancy_figure_refuses_no_series() -> None:

@@ -167,10 +167,12 @@ if save_col.button("Save as new checkpoint", key="cur_save"):
     except (*READ_ERRORS, FileExistsError, IndexError, TypeError) as err:
         save_col.error(f"Not saved: {err}")
     else:
-        st.session_state["cur_saved"] = str(written)
-if "cur_saved" in st.session_state:
-    save_col.success(f"Saved a new expert checkpoint: `{st.session_state['cur_saved']}` "
-                     "(the original is untouched).")
+        # Keyed by the checkpoint saved from, so another run's page does not report it.
+        saves = st.session_state.setdefault("cur_saved", {})
+        saves[str(expert_entry.path)] = str(written)
+saved_to = st.session_state.get("cur_saved", {}).get(str(expert_entry.path))
+if saved_to is not None:
+    save_col.success(f"Saved a new expert checkpoint: `{saved_to}` (the original is untouched).")
 else:
     save_col.caption("Writes a new expert checkpoint under `reprioritized/` in the run; the "
                      "original checkpoint is never changed.")

@@ -127,8 +127,9 @@ table = pd.DataFrame({
     "priority new": new_priority,
     "P(sampled) now": current_probability,
     "P(sampled) new": new_probability,
-    # Rounded so that float noise does not print as "-0.0000".
-    "change": (new_probability - current_probability).round(12) + 0.0,
+    # Rounded to the 4 decimals shown (+ 0.0 turns -0.0 into 0.0), so that float noise
+    # does not print as "-0.0000".
+    "change": (new_probability - current_probability).round(4) + 0.0,
 })
 what = "the session copy" if current is session else "the checkpoint"
 st.caption(f"\"now\" is {what}'s priorities. P(sampled) is the exact probability that a "

@@ -94,3 +94,14 @@ def test_a_save_on_one_run_is_not_reported_on_another(
     picker.set_value(next(o for o in picker.options if o.endswith("second"))).run()
     assert not at.exception and not at.error
     assert not any("Saved a new expert checkpoint" in s.value for s in at.success)
+
+
+def test_an_unchanged_probability_shows_as_zero_not_minus_zero(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    # The run's own options: the new probabilities equal the current ones up to float noise,
+    # which the table (4 decimals) must not print as "-0.0000".
+    at = dashboard("curriculum", demo_run)
+    change = at.dataframe[-1].value["change"].to_numpy()
+    shown = np.round(change, 4)
+    assert not np.any(np.signbit(change) & (shown == 0))

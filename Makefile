@@ -52,7 +52,7 @@ demo: $(VENV)/.dashboard-$(KEY)
 
 lint: $(VENV)/.test-$(KEY)
 	$(BIN)/ruff check .
-	$(BIN)/mypy bufcore app
+	$(BIN)/mypy bufcore app pages
 
 # pytest exits 5 when it collected no test; make treats that as the failure it is. The browser
 # tests drive Debian's chromium: installed here when missing and running as root (elsewhere

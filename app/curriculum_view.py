@@ -32,7 +32,6 @@ from bufcore.persist.run_checkpoint import read_run_state
 
 # Ways to order the motions of the heatmap and the tables (the page's cur_sort choices).
 SORTS = ("motion id", "last EMD", "mean EMD", "priority")
-# Folder of a run where re-prioritized expert checkpoints are written.
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 
 from app.downsample import Reduced, min_max
 from app.figures import line_trace, styled
+from app.ring import occupancy as buffer_occupancy
 from bufcore import read_metrics
 from bufcore.persist.run_checkpoint import METRICS_FILE
 from bufcore.runs.inspect import BUFFER_CHECKPOINT
@@ -158,21 +159,20 @@ class Series:
 def occupancy(records: Iterable[dict[str, Any]]) -> list[Series]:
     """Fill level (percent of capacity) per buffer over steps, from ``buffer`` records.
 
-    A buffer record holds one object per buffer with ``len`` and ``capacity`` (the demo's
-    ``train`` and ``z``); other fields are ignored.
+    A buffer record holds one object per buffer (the demo's ``train`` and ``z``); each buffer
+    is read with :func:`app.ring.occupancy`, the FIFO page's reader, so both pages count the
+    same records (``len`` and a finite ``capacity > 0``).
     """
-    points: dict[str, tuple[list[float], list[float]]] = {}
-    for record in records:
-        if record.get("kind") != "buffer":
-            continue
-        for name, value in record.items():
-            if isinstance(value, dict) and _number(value.get("len")) is not None:
-                capacity = _number(value.get("capacity"))
-                if capacity:
-                    xs, ys = points.setdefault(name, ([], []))
-                    xs.append(float(record["step"]))
-                    ys.append(100.0 * float(value["len"]) / capacity)
-    return [Series(name, np.array(xs), np.array(ys)) for name, (xs, ys) in points.items()]
+    buffers = [record for record in records if record.get("kind") == "buffer"]
+    names = dict.fromkeys(
+        name for record in buffers for name, value in record.items() if isinstance(value, dict)
+    )
+    series = []
+    for name in names:
+        fill = buffer_occupancy(buffers, name)
+        if len(fill.step):
+            series.append(Series(name, fill.step, 100.0 * fill.fill))
+    return series
 
 
 def td_series(records: Iterable[dict[str, Any]]) -> dict[str, Series]:
@@ -208,7 +208,7 @@ def _note(reduced: Sequence[Reduced]) -> str:
 
 
 def occupancy_figure(series: Sequence[Series]) -> go.Figure:
-    """Each buffer's fill level (percent of its capacity) over env steps.
+    """Each buffer's fill level (percent of its capacity) over training steps.
 
     Raises:
         ValueError: ``series`` is empty.
@@ -220,7 +220,7 @@ def occupancy_figure(series: Sequence[Series]) -> go.Figure:
     for s, r in zip(series, reduced, strict=True):
         figure.add_trace(line_trace(r.x, r.y, name=s.name, line={"shape": "hv"}))
     figure.update_yaxes(range=[0, 105])
-    return styled(figure, title="Buffer occupancy", x="env step", y="filled (% of capacity)",
+    return styled(figure, title="Buffer occupancy", x="training step", y="filled (% of capacity)",
                   note=_note(reduced))
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from app.curriculum_view import sampling_probability
 from app.run_data import EXPERT, ONLINE, TRANSITIONS, ZVECTORS
 from bufcore.sampling.windows import window_counts
 
@@ -152,18 +153,27 @@ def batch_csv(columns: dict[str, np.ndarray]) -> str:
 
 
 def expected_trajectory_probabilities(buffer: Any, request: LabRequest) -> np.ndarray:
-    """The probability a window comes from each trajectory of ``buffer.trajectories()``."""
-    if request.seq_length is None:
+    """The probability a window comes from each trajectory of ``buffer.trajectories()``:
+    :func:`app.curriculum_view.sampling_probability`, the formula behind the Curriculum
+    page's P(sampled), so the two pages promise the same frequencies.
+
+    Raises:
+        ValueError: ``request`` has no ``seq_length``, or no trajectory holds a window.
+    """
+    if request.seq_length is None or request.weighting is None:
         raise ValueError("request: expected a trajectory buffer's request")
     need = request.seq_length + (1 if buffer.output_key_tp1 else 0)
-    counts = window_counts(buffer.trajectories(), need).double()
-    weights = (counts > 0).double() if request.weighting == "trajectory" else counts
-    if request.kind == EXPERT:
-        weights = weights * buffer.priorities.double()
-    total = float(weights.sum())
-    if total <= 0:
+    lengths = buffer.trajectories().lengths.numpy()
+    priorities = (
+        buffer.priorities.double().numpy() if request.kind == EXPERT
+        else np.ones(len(lengths), dtype=np.float64)
+    )
+    probabilities = sampling_probability(
+        priorities, lengths, need=need, weighting=request.weighting
+    )
+    if probabilities.sum() <= 0:
         raise ValueError(f"no trajectory can hold a window of {need} rows")
-    return (weights / total).numpy()
+    return probabilities
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ class WeightPreview:
 
 def preview_weights(
     series: TDSeries,
-    rows: np.ndarray,
+    rows: Sequence[int] | np.ndarray,
     *,
     beta: float,
     min_weight: float,

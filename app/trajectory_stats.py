@@ -44,14 +44,6 @@ class Trajectories:
         return len(self.length)
 
 
-def from_table(table: Any) -> Trajectories:
-    """The trajectories of a buffer's ``trajectories()`` table (env, start, stop tensors)."""
-    env = table.env.detach().cpu().numpy().astype(np.int64)
-    start = table.start.detach().cpu().numpy().astype(np.int64)
-    stop = table.stop.detach().cpu().numpy().astype(np.int64)
-    return Trajectories(env=env, length=stop - start + 1)
-
-
 def end_matrix(end: np.ndarray) -> np.ndarray:
     """Stored end flags as bool, one axis per batch dimension: a trailing width-1 axis of a
     ``[rows, envs, 1]`` leaf is dropped (``[rows, 1]`` of a ``[time]`` buffer stays as it is:
@@ -311,14 +303,6 @@ class MotionLengths:
 
     motion_id: np.ndarray
     length: np.ndarray
-
-
-def expert_lengths(buffer: Any) -> MotionLengths:
-    """The trajectories of a loaded expert buffer (read, never changed)."""
-    return MotionLengths(
-        motion_id=np.asarray(list(buffer.motion_ids), dtype=np.int64),
-        length=buffer.lengths.detach().cpu().numpy().astype(np.int64),
-    )
 
 
 def expert_from_leaves(end: np.ndarray, motion: np.ndarray) -> MotionLengths:

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import streamlit as st
 
-from app.curriculum_view import history_from_checkpoint, history_from_records
+from app.curriculum_view import (
+    CurriculumHistory,
+    history_from_checkpoint,
+    history_from_records,
+)
 from app.fingerprint import Fingerprint, fingerprint
 from app.run_data import (
     READ_ERRORS,
@@ -152,11 +156,14 @@ def source_data(source: Source) -> SourceData | None:
         return None
 
 
-def choose_buffer(data: SourceData, *, kinds: Sequence[str] = (), label: str = "Buffer") -> Any:
+def choose_buffer(
+    data: SourceData, *, kinds: Sequence[str] = (), label: str = "Buffer"
+) -> BufferEntry | None:
     """A picker over the source's readable buffers (optionally only the given kinds).
 
     Returns:
-        The chosen :class:`~app.run_data.BufferEntry`, or None (a message drawn) when none fits.
+        The chosen :class:`~app.run_data.BufferEntry` (its ``summary`` is set), or None (a
+        message drawn) when none fits.
     """
     entries = [
         entry for entry in data.buffers
@@ -244,6 +251,18 @@ def end_flags(path: Path, key_path: Sequence[str]) -> np.ndarray:
     return end_matrix(stored_leaf(path, key_path))
 
 
+@overload
+def trajectories_of(
+    entry: BufferEntry, *, expert: Literal[False]
+) -> tuple[WindowSettings, Trajectories] | None: ...
+
+
+@overload
+def trajectories_of(
+    entry: BufferEntry, *, expert: Literal[True]
+) -> tuple[WindowSettings, MotionLengths] | None: ...
+
+
 def trajectories_of(
     entry: BufferEntry, *, expert: bool
 ) -> tuple[WindowSettings, Trajectories | MotionLengths] | None:
@@ -277,7 +296,7 @@ def known_sources() -> list[Source]:
     return discover(dashboard_config())
 
 
-def history_of(source: Source, data: SourceData) -> Any:
+def history_of(source: Source, data: SourceData) -> CurriculumHistory | None:
     """The source's curriculum history (the log's eval records, else run.json's state), or
     None when it has none; problems are listed on the page."""
     if data.has_log:

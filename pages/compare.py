@@ -9,7 +9,6 @@ from app import ui
 from app.compare import Side, align, last_emd, motion_lengths, motion_priorities
 from app.compare_figures import difference_bars, length_overlay, motion_bars
 from app.run_data import EXPERT, ONLINE, READ_ERRORS, BufferEntry
-from app.trajectory_stats import MotionLengths
 
 st.title("Compare")
 st.caption(
@@ -62,12 +61,11 @@ def _side(letter: str, column: DeltaGenerator, default: int) -> Side | None:
         settings, motions = found
         if len(experts) > 1:
             name += f" ({expert.name})"
-        if isinstance(motions, MotionLengths):
-            expert_lengths = motion_lengths(motions)
-            try:
-                priorities = motion_priorities(settings, motions)
-            except ValueError as err:
-                column.warning(f"{expert.path}: {err}")
+        expert_lengths = motion_lengths(motions)
+        try:
+            priorities = motion_priorities(settings, motions)
+        except ValueError as err:
+            column.warning(f"{expert.path}: {err}")
     history = ui.history_of(source, data)
     emd, emd_round = last_emd(history) if history is not None else (None, None)
     return Side(name, online_lengths, expert_lengths, priorities, emd, emd_round)

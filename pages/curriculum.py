@@ -52,8 +52,11 @@ ui.show_problems(history.problems, what="eval records")
 st.caption(f"{history.rounds} rounds over {len(history.motion_ids)} motions, from "
            f"`{history.source}`.")
 
-sort = st.selectbox("Sort motions by", SORTS, key="cur_sort", bind="query-params",
-                    help="Highest first for EMDs and priority; the URL keeps the choice.")
+# `or`: a selectbox with options never returns None, but its type says it may.
+sort = st.selectbox(
+    "Sort motions by", SORTS, key="cur_sort", bind="query-params",
+    help="Highest first for EMDs and priority; the URL keeps the choice.",
+) or SORTS[0]
 order = motion_order(history, sort)
 st.plotly_chart(emd_heatmap(history, order, sort=sort), width="stretch")
 left, right = st.columns(2)
@@ -124,8 +127,9 @@ table = pd.DataFrame({
     "priority new": new_priority,
     "P(sampled) now": current_probability,
     "P(sampled) new": new_probability,
-    # Rounded so that float noise does not print as "-0.0000".
-    "change": (new_probability - current_probability).round(12) + 0.0,
+    # Rounded to the 4 decimals shown (+ 0.0 turns -0.0 into 0.0), so that float noise
+    # does not print as "-0.0000".
+    "change": (new_probability - current_probability).round(4) + 0.0,
 })
 what = "the session copy" if current is session else "the checkpoint"
 st.caption(f"\"now\" is {what}'s priorities. P(sampled) is the exact probability that a "
@@ -164,10 +168,12 @@ if save_col.button("Save as new checkpoint", key="cur_save"):
     except (*READ_ERRORS, FileExistsError, IndexError, TypeError) as err:
         save_col.error(f"Not saved: {err}")
     else:
-        st.session_state["cur_saved"] = str(written)
-if "cur_saved" in st.session_state:
-    save_col.success(f"Saved a new expert checkpoint: `{st.session_state['cur_saved']}` "
-                     "(the original is untouched).")
+        # Keyed by the checkpoint saved from, so another run's page does not report it.
+        saves = st.session_state.setdefault("cur_saved", {})
+        saves[str(expert_entry.path)] = str(written)
+saved_to = st.session_state.get("cur_saved", {}).get(str(expert_entry.path))
+if saved_to is not None:
+    save_col.success(f"Saved a new expert checkpoint: `{saved_to}` (the original is untouched).")
 else:
     save_col.caption("Writes a new expert checkpoint under `reprioritized/` in the run; the "
                      "original checkpoint is never changed.")

@@ -24,7 +24,7 @@ st.caption(
 source = ui.choose_source()
 data = ui.source_data(source) if source is not None else None
 entry = ui.choose_buffer(data, kinds=RING_KINDS) if data is not None else None
-if source is not None and entry is not None:
+if source is not None and entry is not None and entry.summary is not None:
     summary = entry.summary
     log = ui.load_log(source.path) if data is not None and data.metrics is not None else None
     records = log.of_kind("buffer") if log is not None else []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import streamlit as st
 
@@ -48,21 +49,21 @@ if source is not None:
         controls[2].button("Refresh now", help="Read the lines appended since the last refresh.")
 
     @st.fragment(run_every=live_every if live_on else None)
-    def follow() -> None:
+    def follow(log: Path) -> None:
         """Poll this session's tail of the log and draw what it holds."""
         tails: dict[str, LiveTail] = st.session_state.setdefault(TAILS, {})
-        tail = tails.setdefault(str(log_path), LiveTail(log_path))
+        tail = tails.setdefault(str(log), LiveTail(log))
         try:
             new = tail.poll()
         except (OSError, ValueError) as err:
-            st.error(f"{log_path}: cannot be read: {err}")
+            st.error(f"{log}: cannot be read: {err}")
             return
         if tail.restarted:
-            st.info(f"{log_path} was replaced (a new run started): showing the new run from "
+            st.info(f"{log} was replaced (a new run started): showing the new run from "
                     "its start.")
         last = tail.records[-1] if tail.records else None
         if last is None:
-            st.info(f"{log_path}: no records yet. The page picks them up as the run writes them.")
+            st.info(f"{log}: no records yet. The page picks them up as the run writes them.")
             return
         cols = st.columns(4)
         cols[0].metric("Last step", last["step"], help=f"last record: {last['kind']}")
@@ -97,7 +98,7 @@ if source is not None:
                        "tall bars more in the next rounds.")
         else:
             st.info("No evaluation round yet.")
-        st.caption(f"Read up to byte {tail.offset:,} of `{log_path}` at "
+        st.caption(f"Read up to byte {tail.offset:,} of `{log}` at "
                    f"{time.strftime('%H:%M:%S')}.")
 
-    follow()
+    follow(log_path)

@@ -8,11 +8,9 @@ import streamlit as st
 
 from app import ui
 from app.ring import boundary_map
-from app.run_data import READ_ERRORS, ZVECTORS
+from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS
 from app.sampling_figures import frequency_figure, landing_map_figure, row_landing_figure
 from app.sampling_lab import (
-    EXPERT,
-    ONLINE,
     SAMPLING_KINDS,
     LabRequest,
     batch_columns,
@@ -66,7 +64,7 @@ def controls(kind: str) -> LabRequest:
     return LabRequest(kind, int(batch), None if seq is None else int(seq), weighting, int(seed))
 
 
-if entry is not None:
+if entry is not None and entry.summary is not None:
     summary = entry.summary
     request = controls(summary.kind)
     priorities = ui.session_priorities(entry.path) if summary.kind == EXPERT else None

@@ -33,9 +33,8 @@ if data is not None:
     for entry in data.buffers:
         if entry.error is not None:
             st.warning(f"buffer {entry.name!r} cannot be read: {entry.error}")
-    readable = [e for e in data.buffers if e.summary is not None]
-    online_entries = [e for e in readable if e.summary.kind == ONLINE]
-    expert_entries = [e for e in readable if e.summary.kind == EXPERT]
+    online_entries = [e for e in data.buffers if e.summary is not None and e.summary.kind == ONLINE]
+    expert_entries = [e for e in data.buffers if e.summary is not None and e.summary.kind == EXPERT]
     if not online_entries and not expert_entries:
         st.info(f"{data.path}: no trajectory buffer here (online or expert checkpoints).")
         st.stop()
@@ -105,7 +104,7 @@ if data is not None:
             length_histogram(traj, need=need, title="Trajectory lengths, all envs"),
             width="stretch",
         )
-        env_count = online_entry.summary.env_count
+        env_count = None if online_entry.summary is None else online_entry.summary.env_count
         if env_count is not None and env_count > 1:
             st.plotly_chart(env_length_heatmap(traj, env_count, need=need), width="stretch")
     if expert is not None:

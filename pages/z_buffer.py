@@ -36,7 +36,7 @@ st.caption(
 source = ui.choose_source()
 data = ui.source_data(source) if source is not None else None
 entry = ui.choose_buffer(data, kinds=(ZVECTORS,), label="Z buffer") if data else None
-if source is not None and data is not None and entry is not None:
+if source is not None and data is not None and entry is not None and entry.summary is not None:
     summary = entry.summary
     st.caption(f"`{entry.path}`: {summary.length:,} of {summary.capacity:,} slots written, "
                f"cursor {summary.cursor}, {'wrapped' if summary.full else 'not wrapped yet'}.")

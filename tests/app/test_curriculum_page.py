@@ -3,6 +3,7 @@ Apply keeps a session copy, Save writes new checkpoint versions and leaves the s
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -78,3 +79,29 @@ def test_save_writes_new_versions_that_load_and_leaves_the_source_identical(
         np.testing.assert_allclose([by_motion[m] for m in motions], wanted, rtol=1e-5)
     assert any(str(second) in s.value for s in at.success)
     assert {p.name: p.read_bytes() for p in source.iterdir()} == before
+
+
+def test_a_save_on_one_run_is_not_reported_on_another(
+    dashboard: Dashboard, demo_run: Path, tmp_path: Path
+) -> None:
+    first, second = tmp_path / "runs" / "first", tmp_path / "runs" / "second"
+    for run in (first, second):
+        shutil.copytree(demo_run, run)
+    at = dashboard("curriculum", first, second, query={"cur_mode": "lin"})
+    at.button(key="cur_save").click().run()
+    assert any("Saved a new expert checkpoint" in s.value for s in at.success)
+    picker = at.selectbox(key="run")
+    picker.set_value(next(o for o in picker.options if o.endswith("second"))).run()
+    assert not at.exception and not at.error
+    assert not any("Saved a new expert checkpoint" in s.value for s in at.success)
+
+
+def test_an_unchanged_probability_shows_as_zero_not_minus_zero(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    # The run's own options: the new probabilities equal the current ones up to float noise,
+    # which the table (4 decimals) must not print as "-0.0000".
+    at = dashboard("curriculum", demo_run)
+    change = at.dataframe[-1].value["change"].to_numpy()
+    shown = np.round(change, 4)
+    assert not np.any(np.signbit(change) & (shown == 0))

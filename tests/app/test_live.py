@@ -21,6 +21,8 @@ from app.live import (
     td_figure,
     td_series,
 )
+from app.ring import occupancy as ring_occupancy
+from app.ring_figures import occupancy_figure as fifo_occupancy_figure
 from bufcore import RunLogger
 from bufcore.runs.inspect import BUFFER_CHECKPOINT, RUN_DIRECTORY
 
@@ -192,6 +194,28 @@ def test_occupancy_ignores_a_buffer_without_capacity() -> None:
     assert occupancy([record]) == []
 
 
+@pytest.mark.parametrize(
+    "stats",
+    [
+        {"len": 3, "capacity": -4},
+        {"len": float("inf"), "capacity": 4},
+        {"len": float("nan"), "capacity": 4},
+        {"len": 3, "capacity": float("inf")},
+        {"len": True, "capacity": 4},
+    ],
+    ids=["negative capacity", "infinite len", "nan len", "infinite capacity", "bool len"],
+)
+def test_live_occupancy_skips_the_entries_the_fifo_page_skips(stats: dict[str, object]) -> None:
+    # Both pages chart one buffer's fill from the same records: they must count the same ones.
+    good = buffer_record(1, 2, 4)
+    bad = {"step": 2, "time": 0.0, "kind": "buffer", "train": stats}
+    (series,) = occupancy([good, bad])
+    fifo = ring_occupancy([good, bad], "train")
+    np.testing.assert_array_equal(series.x, fifo.step)
+    np.testing.assert_allclose(series.y, 100 * fifo.fill)
+    np.testing.assert_array_equal(series.x, [1])
+
+
 def test_td_series_takes_the_ema_fields_of_train_records_and_skips_missing_values() -> None:
     records = [
         {"step": 4, "time": 0.0, "kind": "train", "td/ema_mean": 1.0, "td/ema_std": 0.5},
@@ -211,6 +235,15 @@ def test_the_occupancy_figure_says_how_many_points_it_plots(points: int) -> None
     title = figure.layout.title.text
     assert (f"{points:,} -> " in title) == (points > 50_000)
     assert sum(len(trace.x) for trace in figure.data) <= 50_000
+
+
+@pytest.mark.parametrize("records", [1, 2, 5])
+def test_the_occupancy_figure_names_its_x_axis_as_the_fifo_page_does(records: int) -> None:
+    # The same records' step, charted on two pages: one name for it (the log's training step).
+    rows = [buffer_record(s, 1, 4) for s in range(1, records + 1)]
+    live = occupancy_figure(occupancy(rows))
+    fifo = fifo_occupancy_figure(ring_occupancy(rows, "train"))
+    assert live.layout.xaxis.title.text == fifo.layout.xaxis.title.text
 
 
 def test_the_occupancy_figure_refuses_no_series() -> None:

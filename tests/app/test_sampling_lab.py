@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from app.curriculum_view import motion_view, per_motion
 from app.sampling_lab import (
     EXPERT,
     ONLINE,
@@ -19,11 +20,14 @@ from app.sampling_lab import (
     draw_index,
     draw_many,
     draw_seed,
+    expected_trajectory_probabilities,
     frequencies,
     prepared,
     snippet,
 )
+from app.trajectory_stats import expert_from_leaves, window_settings
 from bufcore import DictBuffer, ZBuffer, load_buffer
+from bufcore.persist.leaf_read import read_leaf
 
 BUFFERS = "checkpoint/buffers"
 
@@ -120,6 +124,28 @@ def test_draws_of_a_correct_sampler_fit_the_expected_frequencies(
     assert result.test.p_value > 1e-4
     assert 0 < result.coverage <= 1
     assert np.isclose(result.expected.sum(), 1.0)
+
+
+@pytest.mark.parametrize("weighting", ["trajectory", "window"])
+@pytest.mark.parametrize("seq_length", [1, 2, 7, 13])
+def test_expected_frequencies_are_the_curriculum_pages_sampling_probabilities(
+    demo_run: Path, weighting: str, seq_length: int
+) -> None:
+    # The lab (a loaded buffer) and the Curriculum page (leaves read lazily) must promise the
+    # same probability per motion; seq_length 13 (14 rows with next) leaves the demo's shortest
+    # motion (13 rows) unsampled.
+    path = demo_run / BUFFERS / "expert"
+    buf = load_buffer(path)
+    request = LabRequest(EXPERT, seq_length, seq_length, weighting, 0)
+    lab = expected_trajectory_probabilities(buf, request)
+    settings = window_settings(path)
+    motions = expert_from_leaves(read_leaf(path, settings.end_path),
+                                 read_leaf(path, settings.motion_path or ()))
+    ids = np.unique(motions.motion_id)
+    assert settings.priorities is not None
+    _, page = motion_view(settings.priorities, motions.length, motions.motion_id, ids,
+                          need=seq_length + settings.offset, weighting=weighting)
+    np.testing.assert_allclose(per_motion(lab, np.asarray(buf.motion_ids), ids), page)
 
 
 @pytest.mark.parametrize("length", [1, 2, 7, 100])

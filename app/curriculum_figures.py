@@ -56,6 +56,27 @@ def priority_lines(history: CurriculumHistory, *, top: int = TOP_LINES) -> go.Fi
                   y="normalised priority", note=note)
 
 
+def motion_history(history: CurriculumHistory, motion: int) -> go.Figure:
+    """One motion across rounds: its EMD (left axis) and sampling probability (right axis).
+
+    Raises:
+        ValueError: ``motion`` is not one of the history's motion ids.
+    """
+    matches = np.flatnonzero(history.motion_ids == motion)
+    if matches.size == 0:
+        raise ValueError(f"motion: expected one of the recorded motion ids, got {motion}")
+    column = int(matches[0])
+    rounds = np.arange(1, history.rounds + 1, dtype=np.float64)
+    figure = go.Figure()
+    figure.add_trace(line_trace(rounds, history.emd[:, column], name="EMD (left)"))
+    figure.add_trace(line_trace(rounds, history.probability[:, column],
+                                name="sampling probability (right)", yaxis="y2"))
+    figure.update_layout(yaxis2={"title": {"text": "sampling probability"}, "overlaying": "y",
+                                 "side": "right", "rangemode": "tozero"})
+    return styled(figure, title=f"Motion {motion} across rounds", x="evaluation round",
+                  y="EMD")
+
+
 def current_priority_bars(history: CurriculumHistory, order: np.ndarray) -> go.Figure:
     """The normalised priorities after the last round, one bar per motion in ``order``."""
     figure = go.Figure(

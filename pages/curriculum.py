@@ -10,6 +10,7 @@ from app import ui
 from app.curriculum_figures import (
     current_priority_bars,
     emd_heatmap,
+    motion_history,
     preview_bars,
     priority_lines,
     spread_figure,
@@ -63,6 +64,12 @@ left, right = st.columns(2)
 left.plotly_chart(priority_lines(history), width="stretch")
 right.plotly_chart(spread_figure(history), width="stretch")
 st.plotly_chart(current_priority_bars(history, order), width="stretch")
+motions = [int(m) for m in history.motion_ids[order]]
+focus = st.selectbox(
+    "Follow one motion", motions, key="motion", bind="query-params",
+    help="Its EMD and sampling probability in every round; the URL keeps the motion.",
+)
+st.plotly_chart(motion_history(history, focus), width="stretch")
 
 # ---------------------------------------------------------------- re-prioritize
 st.header("Re-prioritize")

@@ -105,3 +105,12 @@ def test_an_unchanged_probability_shows_as_zero_not_minus_zero(
     change = at.dataframe[-1].value["change"].to_numpy()
     shown = np.round(change, 4)
     assert not np.any(np.signbit(change) & (shown == 0))
+
+
+def test_the_motion_query_parameter_picks_the_followed_motion(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("curriculum", demo_run, query={"motion": "2"})
+    assert not at.exception
+    assert at.selectbox(key="motion").value == 2
+    assert any("Motion 2 across rounds" in str(c.proto.spec) for c in at.get("plotly_chart"))

@@ -107,3 +107,17 @@ def test_saving_onto_an_existing_directory_is_refused(run_copy: Path) -> None:
     source = run_copy / "checkpoint" / "buffers" / "expert"
     with pytest.raises(FileExistsError):
         save_reprioritized(source, source, np.ones(3))
+
+
+def test_the_motion_history_figure_refuses_an_unrecorded_motion() -> None:
+    import numpy as np
+    import pytest
+
+    from app.curriculum_figures import motion_history
+    from app.curriculum_view import CurriculumHistory
+
+    history = CurriculumHistory(np.array([10]), np.array([4]), np.ones((1, 1)), np.ones((1, 1)),
+                                np.ones((1, 1)), "test")
+    assert "Motion 4" in motion_history(history, 4).layout.title.text
+    with pytest.raises(ValueError, match="motion ids"):
+        motion_history(history, 5)

@@ -3,6 +3,8 @@ preview that shows the sampling probability each motion would really get."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 import streamlit as st
 
@@ -65,10 +67,11 @@ left.plotly_chart(priority_lines(history), width="stretch")
 right.plotly_chart(spread_figure(history), width="stretch")
 st.plotly_chart(current_priority_bars(history, order), width="stretch")
 motions = [int(m) for m in history.motion_ids[order]]
-focus = st.selectbox(
+# cast: Streamlit's stubs type a bound selectbox of ints as returning None.
+focus = cast(int, st.selectbox(
     "Follow one motion", motions, key="motion", bind="query-params",
     help="Its EMD and sampling probability in every round; the URL keeps the motion.",
-)
+))
 st.plotly_chart(motion_history(history, focus), width="stretch")
 
 # ---------------------------------------------------------------- re-prioritize

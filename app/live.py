@@ -259,12 +259,16 @@ def eval_figure(record: dict[str, Any]) -> go.Figure:
     """The evaluation round's EMD per motion (bars), the round's mean as a dashed line.
 
     Raises:
-        ValueError: ``record`` lacks ``motion_ids`` and ``emd`` lists of one length.
+        ValueError: ``record`` lacks ``motion_ids`` and ``emd`` lists of one length, or an
+            ``emd`` value is neither a number nor null.
     """
     ids, emds = record.get("motion_ids"), record.get("emd")
     if not isinstance(ids, list) or not isinstance(emds, list) or len(ids) != len(emds):
         raise ValueError("record: expected an eval record with motion_ids and emd of one length")
-    y = np.array([np.nan if v is None else float(v) for v in emds])
+    values = [_number(v) for v in emds]
+    if any(value is None and v is not None for value, v in zip(values, emds, strict=True)):
+        raise ValueError("record: expected numbers (or null) in emd")
+    y = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
     probability = record.get("probability")
     hover = "motion %{x}<br>EMD %{y:.3f}"
     custom = None

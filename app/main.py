@@ -16,6 +16,8 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from app import ui  # noqa: E402
+
 PAGES = ROOT / "pages"
 
 st.set_page_config(page_title="bufcore dashboard", layout="wide")
@@ -36,4 +38,6 @@ page = st.navigation(
         ],
     }
 )
+# A hand-edited link must not crash a widget while Streamlit seeds it from the URL.
+ui.drop_unusable_query_values()
 page.run()

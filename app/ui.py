@@ -23,6 +23,7 @@ from app.curriculum_view import (
     history_from_records,
 )
 from app.fingerprint import Fingerprint, fingerprint
+from app.query import infinite_values
 from app.run_data import (
     READ_ERRORS,
     BufferEntry,
@@ -53,6 +54,14 @@ REPRIORITIZED = "reprioritized"
 SOURCE_KEY = "run"
 BUFFER_KEY = "buffer"
 OPEN_KEY = "open_path"
+
+
+def drop_unusable_query_values() -> None:
+    """Remove query parameters no widget can take (see :mod:`app.query`); call before any
+    widget is drawn. The free-text path and the source and buffer names are left alone."""
+    params = st.query_params.to_dict()
+    for key in infinite_values(params, keep=(OPEN_KEY, SOURCE_KEY, BUFFER_KEY)):
+        del st.query_params[key]
 
 
 def dashboard_config() -> DashboardConfig:

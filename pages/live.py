@@ -91,12 +91,19 @@ if source is not None:
             else:
                 st.info("No train records with TD-EMA statistics yet.")
         evaluation = tail.latest("eval")
-        if evaluation is not None:
-            st.plotly_chart(eval_figure(evaluation), width="stretch")
+        try:
+            # A hand-written or foreign log may hold an eval record the chart cannot draw.
+            figure = None if evaluation is None else eval_figure(evaluation)
+        except ValueError as err:
+            figure = None
+            st.warning(f"{log_path}: the eval record at step {evaluation.get('step', '?')} "
+                       f"cannot be drawn: {err}")
+        if figure is not None:
+            st.plotly_chart(figure, width="stretch")
             st.caption("The latest evaluation round: one bar per expert motion, how far the "
                        "policy's path is from the motion's frames. The curriculum samples the "
                        "tall bars more in the next rounds.")
-        else:
+        elif evaluation is None:
             st.info("No evaluation round yet.")
         st.caption(f"Read up to byte {tail.offset:,} of `{log}` at "
                    f"{time.strftime('%H:%M:%S')}.")

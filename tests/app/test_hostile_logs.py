@@ -1,0 +1,83 @@
+"""Hostile metrics logs: records of the right kind whose fields are missing, of the wrong
+length or type; every page must still render and say what it skipped, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app.conftest import PAGES, Dashboard
+
+Record = dict[str, Any]
+
+
+def rewrite_records(run: Path, kind: str, change: Callable[[Record], Record]) -> None:
+    """Replace every record of ``kind`` in the run's log by ``change(record)``."""
+    log = run / "metrics.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    out = [change(r) if r.get("kind") == kind else r for r in records]
+    log.write_text("".join(json.dumps(r) + "\n" for r in out))
+
+
+def messages(at: AppTest) -> str:
+    return "\n".join(str(e.value) for e in [*at.info, *at.error, *at.warning])
+
+
+def test_live_names_the_log_when_the_latest_eval_record_has_emd_of_another_length(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    rewrite_records(run_copy, "eval", lambda r: {**r, "emd": r["emd"][:-1]})
+    at = dashboard("live", run_copy)
+    assert not at.exception
+    assert str(run_copy / "metrics.jsonl") in messages(at)
+
+
+@pytest.mark.parametrize("emd", [["x", "y", "z"], [{"a": 1}] * 3, "not a list"])
+def test_live_names_the_log_when_the_latest_eval_record_has_emd_values_that_are_no_numbers(
+    dashboard: Dashboard, run_copy: Path, emd: Any
+) -> None:
+    rewrite_records(run_copy, "eval", lambda r: {**r, "motion_ids": [0, 1, 2], "emd": emd})
+    at = dashboard("live", run_copy)
+    assert not at.exception
+    assert str(run_copy / "metrics.jsonl") in messages(at)
+
+
+def _drop_td(record: Record) -> Record:
+    return {k: v for k, v in record.items() if not k.startswith("td/")}
+
+
+# Records of the right kind with fields missing, mistyped or out of range.
+LOG_DAMAGE: dict[str, tuple[str, Callable[[Record], Record]]] = {
+    "train records without td keys": ("train", _drop_td),
+    "train records with td values that are strings": (
+        "train", lambda r: {k: "x" if k.startswith("td/") else v for k, v in r.items()}),
+    "train records with NaN and huge values": (
+        "train", lambda r: {k: float("nan") if k.startswith("td/") else 1e308 if isinstance(
+            v, float) else v for k, v in r.items()}),
+    "buffer records without train": ("buffer", lambda r: {k: v for k, v in r.items()
+                                                          if k != "train"}),
+    "buffer records whose train fields are strings": (
+        "buffer", lambda r: {**r, "train": {k: "x" for k in r["train"]}}),
+    "eval records with emd one short": ("eval", lambda r: {**r, "emd": r["emd"][:-1]}),
+    "eval records with empty lists": (
+        "eval", lambda r: {**r, "emd": [], "priority": [], "motion_ids": []}),
+    "eval records with repeated motion ids": (
+        "eval", lambda r: {**r, "motion_ids": [0] * len(r["emd"])}),
+}
+
+
+@pytest.mark.parametrize("damage", LOG_DAMAGE)
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_a_log_whose_records_have_damaged_fields(
+    dashboard: Dashboard, run_copy: Path, page: str, damage: str
+) -> None:
+    kind, change = LOG_DAMAGE[damage]
+    rewrite_records(run_copy, kind, change)
+    at = dashboard(page, run_copy)
+    assert not at.exception
+    assert at.title[0].value

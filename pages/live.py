@@ -91,15 +91,13 @@ if source is not None:
             else:
                 st.info("No train records with TD-EMA statistics yet.")
         evaluation = tail.latest("eval")
-        try:
-            # A hand-written or foreign log may hold an eval record the chart cannot draw.
-            figure = None if evaluation is None else eval_figure(evaluation)
-        except ValueError as err:
-            figure = None
-            st.warning(f"{log_path}: the eval record at step {evaluation.get('step', '?')} "
-                       f"cannot be drawn: {err}")
-        if figure is not None:
-            st.plotly_chart(figure, width="stretch")
+        if evaluation is not None:
+            try:
+                # A hand-written or foreign log may hold an eval record the chart cannot draw.
+                st.plotly_chart(eval_figure(evaluation), width="stretch")
+            except ValueError as err:
+                st.warning(f"{log_path}: the eval record at step {evaluation.get('step', '?')} "
+                           f"cannot be drawn: {err}")
             st.caption("The latest evaluation round: one bar per expert motion, how far the "
                        "policy's path is from the motion's frames. The curriculum samples the "
                        "tall bars more in the next rounds.")

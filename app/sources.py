@@ -100,16 +100,23 @@ def resolve_under_roots(text: str | os.PathLike[str], roots: Iterable[Path]) -> 
     the first root).
 
     Raises:
-        ValueError: ``text`` is empty.
+        ValueError: ``text`` is empty, names an unknown user's home (``~name``) or holds a
+            null byte.
         OutsideRootsError: the resolved path is outside every root (names the path and roots).
     """
     roots = tuple(roots)
-    raw = Path(os.fspath(text).strip()).expanduser()
+    typed = os.fspath(text).strip()
+    try:
+        raw = Path(typed).expanduser()
+    except RuntimeError:  # "~name" of an unknown user, or no home directory at all
+        raise ValueError(f"{typed:.200}: no such home directory") from None
     if not str(raw) or str(raw) == ".":
         raise ValueError("path: expected a directory, got an empty path")
     candidates = [raw] if raw.is_absolute() else [root / raw for root in roots]
+    if "\0" in typed:
+        raise ValueError(f"{typed!r:.200}: a path cannot hold a null byte")
     resolved = [candidate.resolve() for candidate in candidates]
-    chosen = next((path for path in resolved if path.exists()), resolved[0] if resolved else raw)
+    chosen = next((path for path in resolved if _exists(path)), resolved[0] if resolved else raw)
     if not any(chosen == root or chosen.is_relative_to(root) for root in roots):
         allowed = ", ".join(map(str, roots)) or "none configured"
         raise OutsideRootsError(
@@ -117,6 +124,14 @@ def resolve_under_roots(text: str | os.PathLike[str], roots: Iterable[Path]) -> 
             f"`bufcore dashboard --root DIR` to open other directories"
         )
     return chosen
+
+
+def _exists(path: Path) -> bool:
+    # Path.exists raises for a name too long for the file system; such a path exists nowhere.
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def discover(config: DashboardConfig) -> list[Source]:

@@ -146,7 +146,11 @@ def _open_typed(typed: str, config: DashboardConfig) -> Source | None:
     except (OutsideRootsError, ValueError) as err:
         st.sidebar.error(str(err))
         return None
-    kind = source_kind(path)
+    try:
+        kind = source_kind(path)
+    except OSError as err:  # e.g. a name too long for the file system
+        st.sidebar.error(f"{path!s:.300}: cannot be opened ({err.strerror})")
+        return None
     if kind is None:
         st.sidebar.error(
             f"{path}: not a run directory, run checkpoint, buffer checkpoint or BFM-Zero work "

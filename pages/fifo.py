@@ -26,7 +26,7 @@ data = ui.source_data(source) if source is not None else None
 entry = ui.choose_buffer(data, kinds=RING_KINDS) if data is not None else None
 if source is not None and entry is not None and entry.summary is not None:
     summary = entry.summary
-    log = ui.load_log(source.path) if data is not None and data.metrics is not None else None
+    log = ui.load_log(source.path) if data is not None and data.has_log else None
     records = log.of_kind("buffer") if log is not None else []
     wraps = latest_wraps(records, entry.name)
     state = ring_state(

@@ -62,6 +62,8 @@ if source is not None:
             st.info(f"{log} was replaced (a new run started): showing the new run from "
                     "its start.")
         last = tail.records[-1] if tail.records else None
+        # Listed before the early return: a log of nothing but bad lines must say so.
+        ui.show_problems(tail.problems, what="log lines")
         if last is None:
             st.info(f"{log}: no records yet. The page picks them up as the run writes them.")
             return
@@ -71,7 +73,6 @@ if source is not None:
         cols[2].metric("New this refresh", len(new))
         cols[3].metric("Records held", f"{len(tail.records):,}",
                        help=f"of {tail.total:,} read; the most recent {MAX_RECORDS:,} are kept")
-        ui.show_problems(tail.problems, what="log lines")
         records = tail.records
         left, right = st.columns(2)
         with left:

@@ -18,6 +18,7 @@ line is then read from the middle (and is reported as invalid by the record laye
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass, field
@@ -174,14 +175,22 @@ def read_lines(
     ``offset`` is not 0: the run was removed).
 
     Raises:
-        ValueError: ``path`` exists but is not a regular file (a directory, a FIFO, ...).
+        ValueError: ``path`` exists but is not a regular file (a directory, a FIFO, a
+            symbolic link, ...).
         OSError: the file cannot be read.
     """
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked next.
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        # O_NOFOLLOW: a log that is a link could point anywhere (outside a dashboard's roots).
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
     except FileNotFoundError:
         return Tail(restarted=offset > 0)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ValueError(
+                f"path: {path} is a symbolic link; only a run's own log is read"
+            ) from None
+        raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from bufcore import read_metrics
 from tests.app.conftest import PAGES, Dashboard
 
 Record = dict[str, Any]
@@ -81,3 +82,34 @@ def test_every_page_renders_a_log_whose_records_have_damaged_fields(
     at = dashboard(page, run_copy)
     assert not at.exception
     assert at.title[0].value
+
+
+@pytest.mark.parametrize("page", ["live", "td_ema", "fifo", "overview"])
+def test_a_log_that_is_a_link_out_of_the_run_is_refused_not_followed(
+    dashboard: Dashboard, run_copy: Path, tmp_path: Path, page: str
+) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes((run_copy / "metrics.jsonl").read_bytes())
+    (run_copy / "metrics.jsonl").unlink()
+    (run_copy / "metrics.jsonl").symlink_to(outside)
+    at = dashboard(page, run_copy)
+    assert not at.exception
+    assert "symbolic link" in messages(at) + "\n".join(t.value for t in at.text)
+
+
+@pytest.mark.parametrize("raw", [b"\xff\xfe\n\x80\x81\n", b"not json\n[1, 2]\n"])
+def test_live_lists_the_skipped_lines_of_a_log_with_no_valid_record(
+    dashboard: Dashboard, run_copy: Path, raw: bytes
+) -> None:
+    (run_copy / "metrics.jsonl").write_bytes(raw)
+    at = dashboard("live", run_copy)
+    assert not at.exception
+    assert any("log lines skipped" in e.label for e in at.expander)
+
+
+def test_read_metrics_refuses_a_log_that_is_a_symbolic_link_naming_it(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_text('{"step": 0, "time": 0.0, "kind": "run"}\n')
+    (tmp_path / "metrics.jsonl").symlink_to(target)
+    with pytest.raises(ValueError, match=r"metrics\.jsonl is a symbolic link"):
+        read_metrics(tmp_path / "metrics.jsonl", 0)

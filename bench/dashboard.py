@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.disk import drop_cache
+
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = ROOT / "app" / "main.py"
 PAGES = {
@@ -61,18 +63,6 @@ def build(work: Path, rows: int) -> Path:
         written += take
     buffer.save(target)
     return work
-
-
-def evict(path: Path) -> None:
-    """Drop ``path``'s files from the page cache, so the next read comes from the disk."""
-    for folder, _, files in os.walk(path):
-        for name in files:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def _app(run: Path) -> Any:
@@ -177,11 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, list[dict[str, Any]]] = {}
     for round_ in range(args.rounds):
         for page in ("overview", "fifo"):
-            evict(work)
+            drop_cache(work)
             out = _in_child("render", str(work), page)
             results.setdefault(page, []).append(out)
             print(json.dumps({"round": round_, **out}), flush=True)
-        evict(work)
+        drop_cache(work)
         out = _in_child("resample", str(work), "5")
         results.setdefault("sampling_lab", []).append(out)
         print(json.dumps({"round": round_, **out}), flush=True)

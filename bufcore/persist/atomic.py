@@ -9,6 +9,9 @@ is written into a *staging* entry beside the destination, named
   sees the old or the new directory and never a missing path or a mix; where the system cannot
   exchange, the old directory is moved aside first (a brief window without the path).
 
+Several writers may publish one path at once (two savers of one checkpoint): each retries
+until its rename or swap succeeds, so none fails and the last one's directory stays.
+
 The parent directory is fsynced afterwards, so the rename survives a crash. A writer killed
 halfway leaves its staging entry behind; the next publish of the same name removes the entries
 whose process is gone.
@@ -16,6 +19,7 @@ whose process is gone.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
@@ -29,6 +33,8 @@ from bufcore.persist.syscalls import exchange, fsync_path
 
 # As many links as the kernel follows in one path (Linux's MAXSYMLINKS).
 _MAX_LINK_HOPS = 40
+# How often a publish retries when other writers keep moving its destination.
+_PUBLISH_ATTEMPTS = 100
 _STAGING = re.compile(r"^\.(?P<name>.+)\.(?:staging|old)-(?P<pid>\d+)-")
 
 
@@ -156,20 +162,57 @@ def publish_directory(
         staging.chmod(_umask_mode(0o777))
         write(staging)
         fsync_path(staging, directory=True)
-        if not destination.exists():
-            os.rename(staging, destination)
-        elif exchange(staging, destination):
-            _keep_if_changed(staging, destination, replaceable)  # staging: the previous one
-        else:
-            old = Path(tempfile.mkdtemp(prefix=_staging_prefix(destination, "old"), dir=parent))
-            os.rename(destination, old / "previous")
-            os.rename(staging, destination)
-            _keep_if_changed(old / "previous", destination, replaceable)
-            shutil.rmtree(old, ignore_errors=True)
+        _put_in_place(staging, destination, replaceable)
         fsync_path(parent, directory=True)
     finally:
         # After an exchange the staging name holds the previous directory.
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _put_in_place(staging: Path, destination: Path, replaceable: Callable[[Path], bool]) -> None:
+    """Move ``staging`` to ``destination``, swapping out whatever directory is there by then.
+
+    Another writer may publish or move the destination at any moment (two savers of one path),
+    so nothing is decided on an earlier look: a plain rename is tried first (it fails on a
+    non-empty directory), then a swap with the directory found; a destination that vanishes
+    or appears in between sends it round again. The last writer's directory wins; one that
+    stopped being ``replaceable`` is kept beside it (:func:`_keep_if_changed`).
+    """
+    for _ in range(_PUBLISH_ATTEMPTS):
+        try:
+            os.rename(staging, destination)  # nothing there, or an empty directory
+            return
+        except OSError as err:
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        try:
+            if exchange(staging, destination):
+                _keep_if_changed(staging, destination, replaceable)  # staging: the previous one
+                return
+            # No swap on this system: move the old one aside (a brief window without the path).
+            aside = tempfile.mkdtemp(prefix=_staging_prefix(destination, "old"), dir=staging.parent)
+            previous = Path(aside) / "previous"
+            try:
+                os.rename(destination, previous)
+                try:
+                    os.rename(staging, destination)
+                except OSError:
+                    try:
+                        os.rename(previous, destination)  # put it back
+                    except OSError:  # a newer writer's is there: it wins, as ours would have
+                        _keep_if_changed(previous, destination, replaceable)
+                    raise
+                _keep_if_changed(previous, destination, replaceable)
+                return
+            finally:
+                shutil.rmtree(aside, ignore_errors=True)
+        except FileNotFoundError:
+            continue  # the destination was moved away meanwhile: try the rename again
+        except OSError as err:
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+    message = f"other writers kept replacing it; gave up after {_PUBLISH_ATTEMPTS} tries"
+    raise OSError(errno.EBUSY, message, str(destination))
 
 
 def _keep_if_changed(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bufcore.persist import atomic
 from bufcore.persist.atomic import publish_directory, publish_file, remove_stale_staging
 
 
@@ -107,3 +109,72 @@ def test_staging_of_dead_writers_is_removed_and_of_live_ones_kept(tmp_path: Path
     remove_stale_staging(tmp_path, "ckpt")
     remove_stale_staging(tmp_path, "f.txt")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])
+
+
+def competitor_publishes_first(
+    monkeypatch: pytest.MonkeyPatch, target: Path, *, swaps: bool = True
+) -> None:
+    """Another writer publishes ``target`` just before this one's first rename onto it.
+
+    That is the window two savers of one path race in: both saw no directory there, and one
+    renamed first. With ``swaps=False`` the system is one without ``renameat2`` exchange.
+    """
+    real_rename = os.rename
+    done = []
+
+    def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if Path(dst) == target and not done:
+            done.append(True)
+            other = target.with_name("competitor")
+            other.mkdir()
+            (other / "theirs").write_text("0")
+            real_rename(other, target)
+        real_rename(src, dst)
+
+    monkeypatch.setattr(atomic.os, "rename", rename)
+    if not swaps:
+        monkeypatch.setattr(atomic, "exchange", lambda a, b: False)
+
+
+@pytest.mark.parametrize("swaps", [True, False], ids=["exchange", "move-aside"])
+def test_a_directory_published_by_another_writer_just_before_the_rename_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swaps: bool
+) -> None:
+    target = tmp_path / "ckpt"
+    competitor_publishes_first(monkeypatch, target, swaps=swaps)
+    publish_directory(target, lambda d: (d / "ours").write_text("1"), replaceable=lambda p: True)
+    assert [p.name for p in target.iterdir()] == ["ours"]
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
+def test_a_directory_another_writer_published_meanwhile_is_kept_when_not_replaceable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "ckpt"
+    competitor_publishes_first(monkeypatch, target)
+    with pytest.warns(RuntimeWarning, match=r"it is kept at .*ckpt\.kept-"):
+        publish_directory(
+            target,
+            lambda d: (d / "ours").write_text("1"),
+            replaceable=lambda p: not (p / "theirs").exists(),
+        )
+    assert [p.name for p in target.iterdir()] == ["ours"]
+    (kept,) = tmp_path.glob("ckpt.kept-*")
+    assert [p.name for p in kept.iterdir()] == ["theirs"]
+
+
+def test_a_destination_moved_away_before_the_swap_is_published_into_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "ckpt"
+    publish_directory(target, lambda d: (d / "old").write_text("0"), replaceable=lambda p: True)
+    real_exchange = atomic.exchange
+
+    def exchange(a: Path, b: Path) -> bool:
+        shutil.rmtree(b)  # another writer moved it aside and deleted it just now
+        return real_exchange(a, b)
+
+    monkeypatch.setattr(atomic, "exchange", exchange)
+    publish_directory(target, lambda d: (d / "new").write_text("1"), replaceable=lambda p: True)
+    assert [p.name for p in target.iterdir()] == ["new"]
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]

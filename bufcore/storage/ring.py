@@ -28,12 +28,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from bufcore.checks import check_int
 from bufcore.storage.leaves import STORABLE as STORABLE
 from bufcore.storage.leaves import leaf_tensor
-from bufcore.storage.memory import overlaps, zeros_rows
+from bufcore.storage.memory import byte_columns, copy_rows, overlaps, zeros_rows
+from bufcore.storage.outputs import OutputPool, check_out
 from bufcore.tree import (
     KeyPath,
     LeafSpec,
@@ -116,6 +118,8 @@ class RingStorage:
         self._offsets: dict[KeyPath, int] = {}
         self._views: dict[KeyPath, torch.Tensor] = {}
         self._flat_views: dict[KeyPath, torch.Tensor] = {}
+        self._columns: dict[KeyPath, np.ndarray] | None = None
+        self._outputs = OutputPool(device)
 
     # ------------------------------------------------------------------ state
     def __len__(self) -> int:
@@ -247,12 +251,21 @@ class RingStorage:
         first = min(kept, cap - start)
         staged = {path: self._staged(src[n - kept :]) for path, src in batch.leaves.items()}
         for path, src in staged.items():
-            view = self._views[path]
-            view[start : start + first].copy_(src[:first])
+            self._copy(path, start, src[:first])
             if kept > first:
-                view[: kept - first].copy_(src[first:])
+                self._copy(path, 0, src[first:])
         self.is_full = self.is_full or self.cursor + n >= cap
         self.cursor = (self.cursor + n) % cap
+
+    def _copy(self, path: KeyPath, start: int, src: torch.Tensor) -> None:
+        """Write ``src`` (time rows of one leaf) at time row ``start``."""
+        leaf = self._views[path]
+        if src.dtype == leaf.dtype and self._columns is not None:
+            envs = self.envs
+            column = self._columns[path][start * envs : (start + src.shape[0]) * envs]
+            if copy_rows(column, src):
+                return
+        leaf[start : start + src.shape[0]].copy_(src)
 
     def _staged(self, src: torch.Tensor) -> torch.Tensor:
         """``src`` on the storage device, and never sharing memory with the rows."""
@@ -301,6 +314,7 @@ class RingStorage:
         self._rows = rows
         self._offsets = offsets
         self._flat_views = flat_views
+        self._columns = byte_columns(rows, offsets, spec)
         self._views = {p: flat.view(*lead, *spec[p].shape) for p, flat in flat_views.items()}
 
     def _describe_rows(self, envs: int, row_bytes: int) -> str:
@@ -371,26 +385,64 @@ class RingStorage:
 
     # ---------------------------------------------------------------- reading
     def gather(
-        self, index: torch.Tensor, paths: Iterable[KeyPath] | None = None
+        self,
+        index: torch.Tensor,
+        paths: Iterable[KeyPath] | None = None,
+        *,
+        out: list[torch.Tensor] | None = None,
     ) -> dict[KeyPath, torch.Tensor]:
-        """Copy the rows at flat ``index`` (``time * env_count + env``) into fresh tensors.
+        """Copy the rows at flat ``index`` (``time * env_count + env``) into contiguous tensors.
 
-        Every output is contiguous with shape ``[*index.shape, *leaf shape]``. One
-        ``index_select`` per leaf reads from the packed rows: the leaves of a row share cache
-        lines and pages, which is what makes this close to a single whole-row gather.
+        Every output has shape ``[*index.shape, *leaf shape]``. One ``index_select`` per leaf
+        reads from the packed rows: the leaves of a row share cache lines and pages, which is
+        what makes this close to a single whole-row gather. Outputs go into ``out`` when given
+        (checked by :meth:`check_out`), else into memory of the ring's
+        :class:`~bufcore.storage.outputs.OutputPool`, reused once no caller references it.
 
         Args:
             index: Flat row indices, any shape.
             paths: The leaves to read (stored key paths, in output order); ``None`` for all.
+            out: One tensor per leaf in ``paths`` order, as :meth:`check_out` returns them.
         """
         if self.spec is None:
             raise ValueError("storage is empty: nothing was written yet")
+        selected = list(self._flat_views if paths is None else paths)
+        layout = self.output_layout(tuple(index.shape), selected)
+        outputs = self._outputs.take(tuple(layout.values())) if out is None else out
         flat_index = index.reshape(-1)
-        selected = self._flat_views if paths is None else {p: self._flat_views[p] for p in paths}
-        return {
-            path: torch.index_select(rows, 0, flat_index).view(*index.shape, *self.spec[path].shape)
-            for path, rows in selected.items()
-        }
+        count = flat_index.numel()
+        for path, output in zip(selected, outputs, strict=True):
+            flat_output = output.view(count, *self.spec[path].shape)
+            torch.index_select(self._flat_views[path], 0, flat_index, out=flat_output)
+        return dict(zip(selected, outputs, strict=True))
+
+    def output_layout(
+        self, index_shape: tuple[int, ...], paths: Iterable[KeyPath]
+    ) -> dict[KeyPath, tuple[tuple[int, ...], torch.dtype]]:
+        """Shape and dtype of what :meth:`gather` returns for an index of ``index_shape``."""
+        if self.spec is None:
+            raise ValueError("storage is empty: nothing was written yet")
+        return {p: ((*index_shape, *self.spec[p].shape), self.spec[p].dtype) for p in paths}
+
+    def check_out(
+        self,
+        out: Mapping[KeyPath, Any],
+        index_shape: tuple[int, ...],
+        paths: Iterable[KeyPath] | None = None,
+        *,
+        argument: str = "out",
+    ) -> list[torch.Tensor]:
+        """Caller-given outputs for a gather of ``index_shape`` rows, checked (nothing written).
+
+        Raises:
+            ValueError: the storage is empty, keys differ, or a tensor has a wrong shape or
+                device, is not contiguous, or shares memory with the rows or another output.
+            TypeError: a leaf is not a tensor or has another dtype.
+        """
+        if self.spec is None:
+            raise ValueError("storage is empty: nothing was written yet")
+        layout = self.output_layout(index_shape, list(self.spec if paths is None else paths))
+        return check_out(out, layout, device=self.device, rows=self._rows, argument=argument)
 
     def chronological_time_index(self) -> torch.Tensor:
         """Physical time rows from oldest to newest."""

@@ -23,7 +23,7 @@ from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
 from bufcore.storage.ring import Batch, RingStorage
-from bufcore.tree import format_key_path, unflatten
+from bufcore.tree import flatten, format_key_path, unflatten
 
 
 class DictBuffer(CheckpointedBuffer):
@@ -135,28 +135,52 @@ class DictBuffer(CheckpointedBuffer):
 
     # ---------------------------------------------------------------- reading
     def sample(
-        self, batch_size: int, *, generator: torch.Generator | None = None
+        self,
+        batch_size: int,
+        *,
+        generator: torch.Generator | None = None,
+        out: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Draw ``batch_size`` rows uniformly, with replacement, from the filled rows.
+
+        The outputs' memory is the buffer's to reuse once nothing references it any more (no
+        tensor, view, numpy array or autograd graph), so a training loop's steady state
+        allocates nothing and takes no page faults; a batch that is still referenced is never
+        written again.
 
         Args:
             batch_size: Rows to draw.
             generator: Draw from this generator instead of the buffer's own, whose stream then
                 stays where it was; ``None`` for the buffer's own.
+            out: Write into these tensors instead (a nested dict like the result, each leaf a
+                contiguous tensor of the stored dtype and shape ``[batch_size, ...]`` on the
+                buffer's device, such as a previous result or pinned memory) and return it.
 
         Returns:
             The nested structure of the stored data; every leaf a contiguous tensor
             ``[batch_size, ...]`` on the buffer's device: the rows at
-            ``sample_index(batch_size).rows``.
+            ``sample_index(batch_size).rows``. With ``out``, ``out`` itself.
 
         Raises:
-            ValueError: the buffer is empty, ``batch_size`` is outside ``[1, 2**62]``, or
-                ``generator`` is on another device.
-            TypeError: ``generator`` is not a ``torch.Generator``.
+            ValueError: the buffer is empty, ``batch_size`` is outside ``[1, 2**62]``,
+                ``generator`` is on another device, or ``out`` has other keys, a wrong shape or
+                device, a leaf that is not contiguous or that shares memory with the buffer's
+                rows or another leaf (checked before anything is drawn).
+            TypeError: ``generator`` is not a ``torch.Generator``, ``out`` is not a mapping,
+                or one of its leaves is not a tensor of the stored dtype.
             MemoryError: the output cannot be allocated (the generator is left as it was).
         """
+        targets = None
+        if out is not None:
+            batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=MAX_COUNT)
+            if self.empty():
+                raise ValueError("cannot sample: the buffer is empty (extend it first)")
+            layout = self._storage.output_layout((batch_size,), self._storage.views)
+            targets = self._storage.check_out(flatten(out, argument="out"), layout)
         with self._drawing(generator, argument="batch_size") as drawn_from:
-            return unflatten(self._storage.gather(self._draw_rows(batch_size, drawn_from)))
+            rows = self._draw_rows(batch_size, drawn_from)
+            gathered = self._storage.gather(rows, out=targets)
+        return unflatten(gathered) if out is None else out
 
     def sample_index(
         self, batch_size: int, *, generator: torch.Generator | None = None

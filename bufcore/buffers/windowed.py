@@ -43,6 +43,7 @@ from bufcore.tree import (
     KeyPath,
     as_key,
     as_key_path,
+    flatten,
     format_key_path,
     key_json,
     key_list,
@@ -197,17 +198,24 @@ def end_matrix(tensor: torch.Tensor, batch_dims: int) -> torch.Tensor:
 
 
 def gather_windows(
-    storage: RingStorage, rows: torch.Tensor, paths: tuple[list[KeyPath], list[KeyPath]]
+    storage: RingStorage,
+    rows: torch.Tensor,
+    paths: tuple[list[KeyPath], list[KeyPath]],
+    *,
+    out: list[torch.Tensor] | None = None,
 ) -> dict[str, Any]:
     """Read the window ``rows`` (and the rows one time step after them) with one gather per
-    leaf each."""
+    leaf each; into ``out`` (checked, ``t`` leaves first, then ``next``) when given."""
     paths_t, paths_tp1 = paths
-    out = unflatten(storage.gather(rows, paths_t))
+    split = len(paths_t)
+    result = unflatten(storage.gather(rows, paths_t, out=None if out is None else out[:split]))
     if paths_tp1:
         step = storage.envs
         following = torch.remainder(rows + step, storage.capacity * step)
-        out["next"] = unflatten(storage.gather(following, paths_tp1))
-    return out
+        result["next"] = unflatten(
+            storage.gather(following, paths_tp1, out=None if out is None else out[split:])
+        )
+    return result
 
 
 W = TypeVar("W", bound="WindowedBuffer")
@@ -243,31 +251,61 @@ class WindowedBuffer(CheckpointedBuffer):
         seq_length: int | None = None,
         *,
         generator: torch.Generator | None = None,
+        out: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """``batch_size // seq_length`` windows of ``seq_length`` consecutive rows, slice-major.
+
+        Outputs' memory is reused as :meth:`bufcore.DictBuffer.sample` says.
 
         Args:
             batch_size: Rows in all (a multiple of the window length).
             seq_length: Window length; ``None`` for the buffer's ``seq_length``.
             generator: Draw from this generator (on the buffer's device) instead of the
                 buffer's own, whose stream then stays where it was; ``None`` for its own.
+            out: Write into these tensors (shaped like the result; see
+                :meth:`bufcore.DictBuffer.sample`) and return it.
 
         Returns:
             ``{key: [batch_size, ...] for key in output_key_t}`` plus ``"next"`` with the rows
             after them for ``output_key_tp1`` (if not empty): the storage at
-            ``sample_index(...).rows`` and the rows one time step later.
+            ``sample_index(...).rows`` and the rows one time step later. With ``out``, ``out``.
 
         Raises:
             ValueError: the buffer is empty, the reference's batch-size checks, no trajectory
                 long enough (the message gives the stored length range), zero priority on every
-                one that is, or a generator on another device.
-            TypeError: non-int sizes, or ``generator`` not a ``torch.Generator``.
+                one that is, a generator on another device, or an ``out`` that does not fit
+                (checked before anything is drawn).
+            TypeError: non-int sizes, ``generator`` not a ``torch.Generator``, or an ``out``
+                leaf that is not a tensor of the stored dtype.
             KeyError: an output key matches no stored leaf.
             MemoryError: the output cannot be allocated (the generator is left as it was).
         """
+        targets = None if out is None else self._checked_out(out, batch_size, seq_length)
         with self._drawing(generator, argument="batch_size") as drawn_from:
             rows, _, _, paths = self._draw_windows(batch_size, seq_length, drawn_from)
-            return gather_windows(self._storage, rows, paths)
+            result = gather_windows(self._storage, rows, paths, out=targets)
+        return result if out is None else out
+
+    def _checked_out(
+        self, out: dict[str, Any], batch_size: int, seq_length: int | None
+    ) -> list[torch.Tensor]:
+        """``out``'s tensors in gather order (``t`` leaves, then ``next``), checked first.
+
+        Raises:
+            ValueError: as :meth:`sample` (sizes, an empty buffer, the ``out`` checks).
+            TypeError: as :meth:`sample`.
+            KeyError: an output key matches no stored leaf.
+        """
+        seq, windows = self._window.request(batch_size, seq_length)
+        if self.empty():
+            raise ValueError("cannot sample: the buffer is empty (extend it first)")
+        storage = self._storage
+        paths_t, paths_tp1 = self._window.output_paths(storage.spec or {})
+        shape = (seq * windows,)
+        layout = storage.output_layout(shape, paths_t)
+        following = storage.output_layout(shape, paths_tp1)
+        layout.update({("next", *path): spec for path, spec in following.items()})
+        return storage.check_out(flatten(out, argument="out"), layout)
 
     def sample_index(
         self,

@@ -427,21 +427,18 @@ class RingStorage:
     def check_out(
         self,
         out: Mapping[KeyPath, Any],
-        index_shape: tuple[int, ...],
-        paths: Iterable[KeyPath] | None = None,
+        layout: Mapping[KeyPath, tuple[tuple[int, ...], torch.dtype]],
         *,
         argument: str = "out",
     ) -> list[torch.Tensor]:
-        """Caller-given outputs for a gather of ``index_shape`` rows, checked (nothing written).
+        """Caller-given outputs (flattened), checked against ``layout`` (what the gathers into
+        them will write, from :meth:`output_layout`); nothing is written.
 
         Raises:
-            ValueError: the storage is empty, keys differ, or a tensor has a wrong shape or
-                device, is not contiguous, or shares memory with the rows or another output.
+            ValueError: keys differ, or a tensor has a wrong shape or device, is not
+                contiguous, or shares memory with the rows or another output.
             TypeError: a leaf is not a tensor or has another dtype.
         """
-        if self.spec is None:
-            raise ValueError("storage is empty: nothing was written yet")
-        layout = self.output_layout(index_shape, list(self.spec if paths is None else paths))
         return check_out(out, layout, device=self.device, rows=self._rows, argument=argument)
 
     def chronological_time_index(self) -> torch.Tensor:

@@ -65,6 +65,14 @@ class OutputPool:
         self._pooled_bytes = pooled_bytes
         self._lock = threading.Lock()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A copy (``copy.deepcopy`` of a buffer, pickling) starts with no slots of its own."""
+        return (
+            type(self),
+            (self.device,),
+            {"_max_slots": self._max_slots, "_pooled_bytes": self._pooled_bytes},
+        )
+
     def take(self, layout: Layout) -> list[torch.Tensor]:
         """Empty tensors of ``layout``, over pooled memory that no one else references.
 
@@ -187,9 +195,7 @@ def check_out(
         end = start + tensor.numel() * tensor.element_size()
         for other_start, other_end, other in spans:
             if start < other_end and other_start < end:
-                raise ValueError(
-                    f"{where}: shares memory with {argument}{format_key_path(other)}"
-                )
+                raise ValueError(f"{where}: shares memory with {argument}{format_key_path(other)}")
         if end > start:
             spans.append((start, end, path))
         checked.append(tensor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 import threading
 from collections.abc import Callable
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import bufcore
 from bufcore.storage.outputs import OutputPool, layout_of
 from bufcore.storage.ring import RingStorage
 
@@ -154,3 +156,19 @@ def test_gathers_reuse_memory_as_numpy_sees_it() -> None:
     first_pointer = first.ctypes.data
     del first
     assert storage.gather(torch.tensor([2, 3]))[("x",)].data_ptr() == first_pointer
+
+
+def test_a_deep_copy_has_its_own_empty_pool_with_the_same_limits() -> None:
+    pool = OutputPool(CPU, slots=3, pooled_bytes=1 << 20)
+    taken = pool.take(LAYOUT)
+    copied = copy.deepcopy(pool)
+    assert copied._slots == [] and copied._max_slots == 3 and copied._pooled_bytes == 1 << 20
+    assert not set(storages(copied.take(LAYOUT))) & set(storages(taken))
+
+
+def test_a_deep_copied_buffer_samples_like_the_original() -> None:
+    buffer = bufcore.DictBuffer(capacity=6, seed=2)
+    buffer.extend({"x": torch.arange(6.0)})
+    buffer.sample(3)
+    twin = copy.deepcopy(buffer)
+    assert torch.equal(twin.sample(4)["x"], buffer.sample(4)["x"])

@@ -1,7 +1,9 @@
 """Command-line options of ``python -m bench``.
 
-A run has two parts, both on by default: ``transition`` (DictBuffer against the peers, the
-ceilings and the disk) and ``trajectory`` (window indices and windows with ``next``,
+A run has three parts, all on by default, in this order: ``headline`` (every implementation in
+its own fresh process, :mod:`bench.headline`; first, before this process allocates anything),
+then the in-process diagnostics ``transition`` (DictBuffer against the peers, the ceilings and
+the disk) and ``trajectory`` (window indices and windows with ``next``,
 :mod:`bench.trajectory`). ``--only PART`` runs one, ``--skip PART`` leaves one out.
 """
 
@@ -12,13 +14,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import trajectory
+from bench import headline, headline_report, trajectory
+from bench.headline import HeadlineConfig
 from bench.report import render, write_json
 from bench.runner import Config, Results, run
 from bench.trajectory import TrajectoryConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PARTS = ("transition", "trajectory")
+PARTS = ("headline", "transition", "trajectory")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -29,8 +32,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small, fast run: capacity 100,000, trajectory buffers of 400 time rows, fewer "
-        "repeats and shorter blocks (numbers are noisier)",
+        help="small, fast run: capacity 100,000, 3 headline rounds, online buffers of 100 time "
+        "rows, trajectory buffers of 400 time rows, fewer repeats and shorter blocks (numbers "
+        "are noisier)",
     )
     part = parser.add_mutually_exclusive_group()
     part.add_argument("--only", choices=PARTS, help="run only this part")
@@ -66,6 +70,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="scratch directory for checkpoints; must be on the disk to measure, not tmpfs",
     )
     parser.add_argument("--json", type=Path, default=RESULTS / "latest.json")
+    head = parser.add_argument_group("headline part (fresh processes)")
+    head.add_argument(
+        "--rounds",
+        type=int,
+        help="processes per implementation and scenario (default 5; --quick 3)",
+    )
+    head.add_argument("--blocks", type=int, default=5, help="timed blocks per op per process")
+    head.add_argument(
+        "--mix-steps", type=int, default=4, help="mix steps (1 extend + 16 samples) per block"
+    )
+    head.add_argument(
+        "--online-capacity",
+        type=int,
+        help="time rows of the online buffers (default 500, ~2.4 GB with 1024 envs; --quick 100)",
+    )
+    head.add_argument("--online-envs", type=int, default=1024, help="envs of the online buffers")
+    head.add_argument(
+        "--headline-json", type=Path, default=RESULTS / "headline.json", help="headline JSON file"
+    )
     traj = parser.add_argument_group("trajectory part")
     traj.add_argument(
         "--traj-capacity",
@@ -113,6 +136,23 @@ def config_from(args: argparse.Namespace) -> Config:
     )
 
 
+def headline_config_from(args: argparse.Namespace) -> HeadlineConfig:
+    """Defaults depend on ``--quick``; explicit options win. Always the first thread count."""
+    quick = bool(args.quick)
+    return HeadlineConfig(
+        capacity=args.capacity or (100_000 if quick else 1_000_000),
+        batch=args.batch_size,
+        rounds=args.rounds or (3 if quick else 5),
+        calls=args.calls,
+        blocks=args.blocks,
+        mix_steps=args.mix_steps,
+        online_capacity=args.online_capacity or (100 if quick else 500),
+        online_envs=args.online_envs,
+        seq_length=args.seq_length,
+        threads=args.threads[0],
+    )
+
+
 def trajectory_config_from(args: argparse.Namespace) -> TrajectoryConfig:
     """Defaults depend on ``--quick``; explicit options win."""
     quick = bool(args.quick)
@@ -143,9 +183,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = config_from(args)
     traj = trajectory_config_from(args)
     parts = parts_from(args)
+    # The headline first, before this process allocates anything (its children start fresh).
+    if "headline" in parts:
+        measured = headline.run(headline_config_from(args))
+        print(headline_report.render(measured), flush=True)
+        headline_report.write_json(args.headline_json, measured)
+        print(f"wrote {args.headline_json}", flush=True)
+        if parts == ("headline",):
+            return 0
+        print(flush=True)
     started = time.perf_counter()
     results = Results()
-    # The transition part first: its fresh-process row must run before anything big exists.
+    # Then the transition part: its fresh-process row must run before anything big exists.
     if "transition" in parts:
         run(cfg, results)
     if "trajectory" in parts:

@@ -80,8 +80,17 @@ class HeadlineConfig:
     scenarios: tuple[str, ...] = ("steady", "prefill", "online")
 
     def __post_init__(self) -> None:
+        """Check every field before any child runs.
+
+        Raises:
+            ValueError: ``rounds`` < 1, or a field a child would refuse (see ChildSpec).
+            TypeError: A field a child would refuse for its type.
+        """
         if self.rounds < 1:
             raise ValueError(f"rounds: expected >= 1, got {self.rounds}")
+        # Check every child's fields now, not after the first children have run.
+        for scenario in self.scenarios:
+            self.spec("bufcore", scenario)
 
     def spec(self, implementation: str, scenario: str) -> ChildSpec:
         """The child spec of ``implementation`` in ``scenario``."""

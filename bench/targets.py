@@ -12,6 +12,11 @@ The trajectory table (:mod:`bench.trajectory`) adds :data:`TRAJECTORY_RATIOS` an
 limits the issue states in absolute terms (index building per batch, windows per second),
 :class:`Bound` targets on the median of bufcore's own measurement. Those move with the machine,
 so they are reported beside the ratios rather than instead of them.
+
+The headline (:mod:`bench.headline`, fresh processes) has its own targets:
+:data:`HEADLINE_RATIOS` (bufcore's median over processes / the peer's median over processes,
+never paired: no two processes run at once) and :data:`HEADLINE_LIMITS` (bufcore's stability,
+slowest process over its median, and page faults per call in the steady state).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Command-line options of ``python -m bench``.
 
-A run has two parts, both on by default: ``transition`` (DictBuffer against the peers, the
-ceilings and the disk) and ``trajectory`` (window indices and windows with ``next``,
+A run has three parts, all on by default, in this order: ``headline`` (every implementation in
+its own fresh process, :mod:`bench.headline`; first, before this process allocates anything),
+then the in-process diagnostics ``transition`` (DictBuffer against the peers, the ceilings and
+the disk) and ``trajectory`` (window indices and windows with ``next``,
 :mod:`bench.trajectory`). ``--only PART`` runs one, ``--skip PART`` leaves one out.
 """
 
@@ -12,13 +14,47 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import trajectory
+from bench import headline, headline_report, trajectory
+from bench.headline import HeadlineConfig
 from bench.report import render, write_json
 from bench.runner import Config, Results, run
 from bench.trajectory import TrajectoryConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PARTS = ("transition", "trajectory")
+PARTS = ("headline", "transition", "trajectory")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1.
+
+    Zero is refused rather than read as "use the default" (options default to None, and
+    ``args.x or default`` would turn 0 into the default silently).
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is not a whole number >= 1.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0.
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is not a finite number > 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -29,32 +65,35 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small, fast run: capacity 100,000, trajectory buffers of 400 time rows, fewer "
-        "repeats and shorter blocks (numbers are noisier)",
+        help="small, fast run: capacity 100,000, 3 headline rounds, online buffers of 100 time "
+        "rows, trajectory buffers of 400 time rows, fewer repeats and shorter blocks (numbers "
+        "are noisier)",
     )
     part = parser.add_mutually_exclusive_group()
     part.add_argument("--only", choices=PARTS, help="run only this part")
     part.add_argument("--skip", choices=PARTS, help="leave this part out")
-    parser.add_argument("--capacity", type=int, help="rows of the steady-state buffers")
-    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--capacity", type=positive_int, help="rows of the steady-state buffers")
+    parser.add_argument("--batch-size", type=positive_int, default=1024)
     parser.add_argument(
-        "--fill-rows", type=int, help="rows of the first-fill buffers (default: min(capacity, 1M))"
+        "--fill-rows",
+        type=positive_int,
+        help="rows of the first-fill buffers (default: min(capacity, 1M))",
     )
     parser.add_argument(
-        "--ckpt-rows", type=int, help="rows of the checkpointed buffer (default 200,000)"
+        "--ckpt-rows", type=positive_int, help="rows of the checkpointed buffer (default 200,000)"
     )
-    parser.add_argument("--repeats", type=int, help="steady-state rounds per peer")
-    parser.add_argument("--calls", type=int, default=32, help="calls per timed block")
+    parser.add_argument("--repeats", type=positive_int, help="steady-state rounds per peer")
+    parser.add_argument("--calls", type=positive_int, default=32, help="calls per timed block")
     parser.add_argument(
         "--fill-repeats",
-        type=int,
+        type=positive_int,
         help="first-fill rounds (default 5: the order rotates, so each implementation takes "
         "each position once)",
     )
-    parser.add_argument("--disk-repeats", type=int, help="save/load rounds")
+    parser.add_argument("--disk-repeats", type=positive_int, help="save/load rounds")
     parser.add_argument(
         "--threads",
-        type=int,
+        type=positive_int,
         nargs="+",
         default=[1, 2],
         help="torch thread counts; the first is the headline (default: 1 2)",
@@ -66,28 +105,58 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="scratch directory for checkpoints; must be on the disk to measure, not tmpfs",
     )
     parser.add_argument("--json", type=Path, default=RESULTS / "latest.json")
+    head = parser.add_argument_group("headline part (fresh processes)")
+    head.add_argument(
+        "--rounds",
+        type=positive_int,
+        help="processes per implementation and scenario (default 5; --quick 3)",
+    )
+    head.add_argument(
+        "--blocks", type=positive_int, default=5, help="timed blocks per op per process"
+    )
+    head.add_argument(
+        "--mix-steps",
+        type=positive_int,
+        default=4,
+        help="mix steps (1 extend + 16 samples) per block",
+    )
+    head.add_argument(
+        "--online-capacity",
+        type=positive_int,
+        help="time rows of the online buffers (default 500, ~2.4 GB with 1024 envs; --quick 100)",
+    )
+    head.add_argument(
+        "--online-envs", type=positive_int, default=1024, help="envs of the online buffers"
+    )
+    head.add_argument(
+        "--headline-json", type=Path, default=RESULTS / "headline.json", help="headline JSON file"
+    )
     traj = parser.add_argument_group("trajectory part")
     traj.add_argument(
         "--traj-capacity",
-        type=int,
+        type=positive_int,
         help="time rows of the sample+next buffers (default 2000; --quick 400)",
     )
-    traj.add_argument("--traj-envs", type=int, default=256, help="envs of the sample+next buffers")
+    traj.add_argument(
+        "--traj-envs", type=positive_int, default=256, help="envs of the sample+next buffers"
+    )
     traj.add_argument(
         "--index-shape",
-        type=int,
+        type=positive_int,
         nargs=2,
         default=[5000, 1024],
         metavar=("TIME", "ENVS"),
         help="end-flag ring of the index measurement (default: 5000 1024, BFM-Zero's)",
     )
-    traj.add_argument("--seq-length", type=int, default=8, help="rows per window")
+    traj.add_argument("--seq-length", type=positive_int, default=8, help="rows per window")
     traj.add_argument(
-        "--traj-rounds", type=int, help="timed blocks per subject and thread count (default 9)"
+        "--traj-rounds",
+        type=positive_int,
+        help="timed blocks per subject and thread count (default 9)",
     )
     traj.add_argument(
         "--traj-block",
-        type=float,
+        type=positive_float,
         help="seconds per timed block; calls per block are set from one call (default 0.25)",
     )
     return parser.parse_args(argv)
@@ -110,6 +179,23 @@ def config_from(args: argparse.Namespace) -> Config:
         threads=tuple(args.threads),
         pool_batches=16,
         tmp_dir=args.tmp_dir,
+    )
+
+
+def headline_config_from(args: argparse.Namespace) -> HeadlineConfig:
+    """Defaults depend on ``--quick``; explicit options win. Always the first thread count."""
+    quick = bool(args.quick)
+    return HeadlineConfig(
+        capacity=args.capacity or (100_000 if quick else 1_000_000),
+        batch=args.batch_size,
+        rounds=args.rounds or (3 if quick else 5),
+        calls=args.calls,
+        blocks=args.blocks,
+        mix_steps=args.mix_steps,
+        online_capacity=args.online_capacity or (100 if quick else 500),
+        online_envs=args.online_envs,
+        seq_length=args.seq_length,
+        threads=args.threads[0],
     )
 
 
@@ -143,9 +229,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = config_from(args)
     traj = trajectory_config_from(args)
     parts = parts_from(args)
+    # The headline first, before this process allocates anything (its children start fresh).
+    if "headline" in parts:
+        measured = headline.run(headline_config_from(args))
+        print(headline_report.render(measured), flush=True)
+        headline_report.write_json(args.headline_json, measured)
+        print(f"wrote {args.headline_json}", flush=True)
+        if parts == ("headline",):
+            return 0
+        print(flush=True)
     started = time.perf_counter()
     results = Results()
-    # The transition part first: its fresh-process row must run before anything big exists.
+    # Then the transition part: its fresh-process row must run before anything big exists.
     if "transition" in parts:
         run(cfg, results)
     if "trajectory" in parts:

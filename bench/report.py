@@ -222,7 +222,8 @@ def summary_lines(
 
 
 # ------------------------------------------------------------------------- environment
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU model name (from /proc/cpuinfo where there is one)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -250,7 +251,7 @@ def environment(cfg: Config, results: Results) -> dict[str, Any]:
     """Machine and software facts printed above the table and stored in the JSON."""
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "memory_gib": round(memory / 2**30, 1),
         "python": platform.python_version(),

@@ -12,12 +12,18 @@ The trajectory table (:mod:`bench.trajectory`) adds :data:`TRAJECTORY_RATIOS` an
 limits the issue states in absolute terms (index building per batch, windows per second),
 :class:`Bound` targets on the median of bufcore's own measurement. Those move with the machine,
 so they are reported beside the ratios rather than instead of them.
+
+The headline (:mod:`bench.headline`, fresh processes) has its own targets:
+:data:`HEADLINE_RATIOS` (bufcore's median over processes / the peer's median over processes,
+never paired: no two processes run at once) and :data:`HEADLINE_LIMITS` (bufcore's stability,
+slowest process over its median, and page faults per call in the steady state).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.headline import HeadlineResults
 from bench.runner import Results
 from bench.timing import paired_ratio
 from bench.trajectory import OP_INDEX, OP_INDEX_US, OP_WINDOWS
@@ -157,4 +163,122 @@ def bound_for(op: str, subject: str) -> Bound | None:
     for bound in TRAJECTORY_BOUNDS:
         if (bound.op, bound.subject) == (op, subject):
             return bound
+    return None
+
+
+# ----------------------------------------------------------------------- headline (fresh processes)
+# The headline table (bench.headline) runs each implementation in fresh processes; its targets
+# compare medians over those processes, not paired rounds (two processes never run at once).
+@dataclass(frozen=True)
+class ProcessRatio:
+    """bufcore's median over processes divided by ``against``'s, for one op of one table.
+
+    Attributes:
+        table: ``transition`` or ``online``.
+        op: The op (same for both sides).
+        against: The implementation bufcore is divided by; the table shows the ratio there.
+        minimum: The target, or None for a ratio reported for information.
+    """
+
+    table: str
+    op: str
+    against: str
+    minimum: float | None = None
+
+    def value(self, results: HeadlineResults) -> float | None:
+        """Median of bufcore's per-process rates / median of ``against``'s; None if unmeasured."""
+        mine = results.get(self.table, self.op, BUFCORE)
+        other = results.get(self.table, self.op, self.against)
+        if mine is None or other is None:
+            return None
+        return mine.median / other.median
+
+    def verdict(self, results: HeadlineResults) -> str:
+        """``PASS``/``MISS`` for a target, ``""`` for information, ``n/a`` when unmeasured."""
+        if self.minimum is None:
+            return ""
+        value = self.value(results)
+        if value is None:
+            return "n/a"
+        return "PASS" if value >= self.minimum else "MISS"
+
+
+@dataclass(frozen=True)
+class Stability:
+    """bufcore's slowest process against its own median: ``min / median >= minimum``."""
+
+    table: str
+    op: str
+    minimum: float
+
+    def value(self, results: HeadlineResults) -> float | None:
+        stats = results.get(self.table, self.op, BUFCORE)
+        return None if stats is None else stats.low / stats.median
+
+    def verdict(self, results: HeadlineResults) -> str:
+        value = self.value(results)
+        if value is None:
+            return "n/a"
+        return "PASS" if value >= self.minimum else "MISS"
+
+
+@dataclass(frozen=True)
+class FaultLimit:
+    """bufcore's median minor page faults per call must stay below ``maximum``."""
+
+    table: str
+    op: str
+    maximum: float
+
+    def value(self, results: HeadlineResults) -> float | None:
+        stats = results.get(self.table, self.op, BUFCORE)
+        return None if stats is None else stats.median_faults
+
+    def verdict(self, results: HeadlineResults) -> str:
+        value = self.value(results)
+        if value is None:
+            return "n/a"
+        return "PASS" if value < self.maximum else "MISS"
+
+
+HEADLINE_RATIOS: tuple[ProcessRatio, ...] = (
+    ProcessRatio("transition", "sample", "per-leaf", 3.0),
+    ProcessRatio("transition", "sample", "cpprb", 3.5),
+    ProcessRatio("transition", "sample", "torchrl"),
+    ProcessRatio("transition", "extend", "per-leaf", 1.0),
+    ProcessRatio("transition", "extend", "cpprb", 1.2),
+    ProcessRatio("transition", "extend", "torchrl"),
+    ProcessRatio("transition", "mix", "per-leaf", 3.0),
+    ProcessRatio("transition", "mix", "cpprb"),
+    ProcessRatio("transition", "mix", "torchrl"),
+    ProcessRatio("transition", "first fill (untouched)", "per-leaf"),
+    ProcessRatio("transition", "first fill (untouched)", "cpprb"),
+    ProcessRatio("transition", "first fill (untouched)", "torchrl"),
+    ProcessRatio("transition", "first fill (pre-touched)", "per-leaf"),
+    ProcessRatio("transition", "first fill (pre-touched)", "cpprb", 0.8),
+    ProcessRatio("transition", "first fill (pre-touched)", "torchrl"),
+    ProcessRatio("transition", "sample (settled)", "per-leaf"),
+    ProcessRatio("transition", "sample (settled)", "cpprb"),
+    ProcessRatio("transition", "sample (settled)", "torchrl"),
+    ProcessRatio("transition", "extend (settled)", "per-leaf"),
+    ProcessRatio("transition", "extend (settled)", "cpprb"),
+    ProcessRatio("transition", "extend (settled)", "torchrl"),
+    *(
+        ProcessRatio("online", op, peer)
+        for op in ("step", "extend", "sample")
+        for peer in ("per-leaf", "torchrl")
+    ),
+)
+HEADLINE_LIMITS: tuple[Stability | FaultLimit, ...] = (
+    Stability("transition", "sample", 0.8),
+    FaultLimit("transition", "sample", 10.0),
+    FaultLimit("transition", "extend", 10.0),
+)
+
+
+def headline_ratio_for(table: str, op: str, against: str) -> ProcessRatio | None:
+    """The ratio shown on the headline row of ``(table, op, against)``, if any."""
+    for ratio in HEADLINE_RATIOS:
+        if (ratio.table, ratio.op, ratio.against) == (table, op, against):
+            return ratio
     return None

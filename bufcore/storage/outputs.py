@@ -22,8 +22,8 @@ it knows the streams a block was used on; this pool would not), and only layouts
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
+from threading import Lock
 from typing import Any
 
 import torch
@@ -63,7 +63,7 @@ class OutputPool:
         self._slots: list[tuple[Layout, list[torch.UntypedStorage]]] = []
         self._max_slots = slots
         self._pooled_bytes = pooled_bytes
-        self._lock = threading.Lock()
+        self._lock = Lock()
 
     def __reduce__(self) -> tuple[Any, ...]:
         """A copy (``copy.deepcopy`` of a buffer, pickling) starts with no slots of its own."""

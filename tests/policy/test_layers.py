@@ -36,6 +36,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 LAYER_OF = {part: layer for layer, parts in enumerate(LAYERS) for part in parts}
 IO_MODULES = ("h5py", "threading", "concurrent", "mmap")
+LOCKS = {"Lock", "RLock"}
+"""What may be taken from ``threading`` outside persist: locks guard shared state (the sample
+output pool) and start no thread."""
 IO_FUNCTIONS = {
     ("open",),
     ("os", "open"),
@@ -116,8 +119,9 @@ def io_violations(source: str, module: str) -> list[str]:
     found = [
         f"{module} imports {name}"
         for name in imported(source, module)
-        if name.split(".")[0] in IO_MODULES
+        if name.split(".")[0] in IO_MODULES and name != "threading"
     ]
+    found += thread_violations(source, module)
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):
             continue
@@ -128,6 +132,19 @@ def io_violations(source: str, module: str) -> list[str]:
             owner = function.value.id if isinstance(function.value, ast.Name) else None
             if (owner, function.attr) in IO_FUNCTIONS or function.attr in IO_METHODS:
                 found.append(f"{module} calls .{function.attr}() on line {node.lineno}")
+    return found
+
+
+def thread_violations(source: str, module: str) -> list[str]:
+    """``threading`` imported for anything but its locks (a lock starts no thread)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import) and any(a.name == "threading" for a in node.names):
+            found.append(f"{module} imports threading")
+        elif isinstance(node, ast.ImportFrom) and node.module == "threading":
+            names = {alias.name for alias in node.names}
+            if not names <= LOCKS:
+                found.append(f"{module} imports {', '.join(sorted(names - LOCKS))} from threading")
     return found
 
 
@@ -182,10 +199,16 @@ def test_the_layer_check_accepts_an_import_that_points_down(module: str, source:
         "path.write_text('x')",
         "import torch\ntorch.save(x, f)",
         "def f():\n    from concurrent.futures import ThreadPoolExecutor",
+        "from threading import Thread",
+        "from threading import Lock, Timer",
     ],
 )
 def test_the_io_check_flags_file_access(source: str) -> None:
     assert len(io_violations(source, "bufcore.buffers.x")) == 1
+
+
+def test_the_io_check_accepts_locks_from_threading() -> None:
+    assert io_violations("from threading import Lock, RLock", "bufcore.storage.x") == []
 
 
 def test_the_io_check_accepts_code_without_file_access() -> None:

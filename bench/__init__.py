@@ -31,7 +31,6 @@ Modules, one job each:
 - :mod:`bench.ceilings`: single-array gather and block-write ceilings.
 - :mod:`bench.disk`: page-cache control, raw sequential I/O, bufcore checkpoint save/load.
 - :mod:`bench.memory`: pre-faulting and malloc settling, so allocations start out alike.
-- :mod:`bench.fresh`: bufcore measured in a fresh child process (a diagnostic row).
 - :mod:`bench.blocks`: timed blocks and per-op records inside a headline child.
 - :mod:`bench.isolated`: the headline child (``python -m bench.isolated '<json spec>'``).
 - :mod:`bench.online_child`: the headline child's online ``[time, env]`` scenario.

@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(flush=True)
     started = time.perf_counter()
     results = Results()
-    # Then the transition part: its fresh-process row must run before anything big exists.
+    # Then the in-process diagnostics.
     if "transition" in parts:
         run(cfg, results)
     if "trajectory" in parts:

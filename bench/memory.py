@@ -12,11 +12,11 @@ Two effects of this machine would otherwise decide results by chance:
   128 KiB with ``mmap`` and, after the first such block is freed, raises its mmap threshold to
   that block's size and its trim threshold to twice that. Until a large block has been freed, a
   loop that allocates and frees a few MiB per call can hand its pages back to the kernel and
-  fault them in again on every call (measured: bufcore's ``sample`` re-faults its whole 4.5 MB
-  output each call in a fresh process, 1,146 faults per call, 3-5x slower). A long-running
-  training process has long passed that state. :func:`settle_allocator` frees one 30 MiB block
-  once, which puts the thresholds where such a process has them (mmap 30 MiB, trim 60 MiB), the
-  same for every implementation. The runner measures bufcore once before it, as a diagnostic.
+  fault them in again on every call (measured before bufcore pooled its outputs: its ``sample``
+  re-faulted its whole 4.5 MB output each call in a fresh process, 1,146 faults per call, 3-5x
+  slower; the peers still do). :func:`settle_allocator` frees one 30 MiB block once, which puts
+  the thresholds where a long-running process may have them (mmap 30 MiB, trim 60 MiB), the
+  same for every implementation. Only the diagnostics use it: the headline runs fresh processes.
 """
 
 from __future__ import annotations

@@ -282,9 +282,8 @@ def _transition_section(cfg: Config, results: Results, env: dict[str, Any]) -> l
         "back to back in the round (same thread count)",
         "memory each timed allocation will use is pre-faulted first (this VM makes memory "
         "freed >2 s earlier ~40x slower to touch) and glibc's malloc thresholds are settled "
-        "as in a long-running process; 'bufcore (fresh process)' is measured in a child that "
-        "imports only torch and bufcore (see bench/memory.py, bench/fresh.py); "
-        "faults/call: median minor page faults per extend/sample call",
+        "as in a long-running process (see bench/memory.py; the headline table measures fresh "
+        "processes); faults/call: median minor page faults per extend/sample call",
     ]
     if any(fs in env["scratch_filesystem"] for fs in ("tmpfs", "ramfs")):
         lines.append("WARNING: the scratch directory is in memory; disk rates are not disk rates")

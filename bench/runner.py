@@ -1,8 +1,9 @@
-"""The measurement phases, run in one process on the same data.
+"""The in-process measurement phases (diagnostics), run in one process on the same data.
 
-0. **Fresh process** (a diagnostic): bufcore's steady state in a child process that imports only
-   torch and bufcore, before this process allocates anything big (:mod:`bench.fresh`). This
-   process then settles its malloc thresholds (:func:`bench.memory.settle_allocator`).
+The headline numbers come from fresh processes (:mod:`bench.headline`); this process first
+settles its malloc thresholds (:func:`bench.memory.settle_allocator`), as a long-running training
+process has them, and then measures:
+
 1. **Steady state** (``sample`` and ``extend`` into an allocated, full buffer). bufcore's buffer
    stays alive for the whole phase; each other implementation (the contiguous-array ceiling,
    then every peer) is built, filled to capacity, measured with its repeats interleaved with
@@ -34,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import disk, fresh
+from bench import disk
 from bench.ceilings import ceiling_impl
 from bench.memory import minor_faults, prefault, settle_allocator
 from bench.peers import Implementation, Subject, bufcore_impl, peer_implementations
@@ -42,8 +43,6 @@ from bench.timing import Series, timed, torch_threads
 from bench.workload import ROW_BYTES, Nested, make_pool, pack_rows, slice_batch
 
 ROWS_PER_S = "rows/s"
-FRESH = "bufcore (fresh process)"
-FRESH_ROUNDS = 5
 MB_PER_S = "MB/s"
 
 
@@ -281,21 +280,10 @@ def disk_phase(cfg: Config, pool: Sequence[Nested], results: Results) -> None:
         disk.remove(raw)
 
 
-def fresh_phase(cfg: Config, results: Results) -> None:
-    """Phase 0: bufcore in a fresh child process (see :mod:`bench.fresh`)."""
-    log(f"fresh process: bufcore, {FRESH_ROUNDS} rounds x threads {cfg.threads}")
-    measured = fresh.run_child(cfg.capacity, cfg.batch_size, cfg.calls, FRESH_ROUNDS, cfg.threads)
-    for op, by_threads in measured.items():
-        for threads, repeats in by_threads.items():
-            for rep, (rate, faults) in enumerate(repeats):
-                results.add(op, FRESH, int(threads), ROWS_PER_S, rate, f"fresh#{rep}", faults)
-
-
 def run(cfg: Config, results: Results | None = None) -> Results:
     """Run every phase and return the measurements (added to ``results`` when given)."""
     started = time.perf_counter()
     results = Results() if results is None else results
-    fresh_phase(cfg, results)
     settle_allocator()
     peers, missing = peer_implementations(cfg.batch_size)
     results.missing = missing

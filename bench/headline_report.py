@@ -10,14 +10,10 @@ summary of every target follows.
 from __future__ import annotations
 
 import json
-import os
-import platform
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from bench.blocks import ROWS_PER_S, SAMPLES_PER_S
 from bench.headline import ONLINE, TRANSITION, HeadlineResults, Stats
@@ -33,7 +29,7 @@ from bench.isolated import (
     TRANSITION_IMPLEMENTATIONS,
 )
 from bench.online_child import STEP
-from bench.report import cpu_model, format_table
+from bench.report import format_table, machine
 from bench.targets import HEADLINE_LIMITS, HEADLINE_RATIOS, FaultLimit, headline_ratio_for
 from bench.workload import ROW_BYTES
 
@@ -128,13 +124,8 @@ def summary_lines(results: HeadlineResults) -> list[str]:
 
 
 def _environment(results: HeadlineResults) -> dict[str, Any]:
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {
-        "cpu": cpu_model(),
-        "cpus": os.cpu_count(),
-        "memory_gib": round(memory / 2**30, 1),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
+        **machine(),
         "versions": results.versions,
         "missing": results.missing,
         "seconds": round(results.seconds, 1),

@@ -247,8 +247,8 @@ def _filesystem(path: Path) -> str:
     return f"{best[1]} ({best[2]}, mounted at {best[0]})"
 
 
-def environment(cfg: Config, results: Results) -> dict[str, Any]:
-    """Machine and software facts printed above the table and stored in the JSON."""
+def machine() -> dict[str, Any]:
+    """The CPU, its count, the memory and the Python and torch versions of this machine."""
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {
         "cpu": cpu_model(),
@@ -256,6 +256,13 @@ def environment(cfg: Config, results: Results) -> dict[str, Any]:
         "memory_gib": round(memory / 2**30, 1),
         "python": platform.python_version(),
         "torch": torch.__version__,
+    }
+
+
+def environment(cfg: Config, results: Results) -> dict[str, Any]:
+    """Machine and software facts printed above the table and stored in the JSON."""
+    return {
+        **machine(),
         "versions": results.versions,
         "missing_peers": results.missing,
         "scratch_filesystem": _filesystem(cfg.tmp_dir),

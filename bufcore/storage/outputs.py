@@ -189,7 +189,8 @@ def check_out(
 
     Raises:
         ValueError: missing or extra keys, a wrong shape or device, a tensor that is not
-            contiguous, or one that shares memory with the stored rows or with another output.
+            contiguous, requires grad, is an inference tensor outside inference mode, or
+            shares memory with the stored rows or with another output.
         TypeError: a leaf is not a tensor, or has another dtype.
     """
     missing = [p for p in expected if p not in out]
@@ -218,6 +219,13 @@ def check_out(
             raise ValueError(f"{where}: expected device {device}, got {tensor.device}")
         if not tensor.is_contiguous():
             raise ValueError(f"{where}: expected a contiguous tensor")
+        if tensor.requires_grad:  # out= writes cannot be differentiated: torch would raise
+            raise ValueError(f"{where}: expected a tensor that does not require grad")
+        if tensor.is_inference() and not torch.is_inference_mode_enabled():
+            raise ValueError(
+                f"{where}: expected a tensor made outside torch.inference_mode (it cannot be "
+                "written in place outside it)"
+            )
         if rows is not None and overlaps(tensor, rows):
             raise ValueError(f"{where}: shares memory with the buffer's rows")
         start = tensor.data_ptr()

@@ -436,7 +436,8 @@ class RingStorage:
 
         Raises:
             ValueError: keys differ, or a tensor has a wrong shape or device, is not
-                contiguous, or shares memory with the rows or another output.
+                contiguous, requires grad, is an inference tensor outside inference mode, or
+                shares memory with the rows or another output.
             TypeError: a leaf is not a tensor or has another dtype.
         """
         return check_out(out, layout, device=self.device, rows=self._rows, argument=argument)

@@ -170,3 +170,42 @@ def test_a_batch_kept_by_the_caller_is_not_overwritten_by_later_samples() -> Non
         buffer.sample(20)
     for batch, copy in zip(kept, copies, strict=True):
         assert torch.equal(batch["x"], copy)
+
+
+def requiring_grad() -> torch.Tensor:
+    return torch.zeros(3, requires_grad=True)
+
+
+def inference_tensor() -> torch.Tensor:
+    with torch.inference_mode():
+        return torch.zeros(3)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (requiring_grad, r"out\['z'\]: expected a tensor that does not require grad"),
+        (inference_tensor, r"out\['z'\]: expected a tensor made outside torch.inference_mode"),
+    ],
+    ids=["requires-grad", "inference-tensor"],
+)
+def test_an_out_leaf_that_cannot_be_written_in_place_is_refused_before_any_leaf_is_written(
+    make: Callable[[], torch.Tensor], message: str
+) -> None:
+    buffer = bufcore.DictBuffer(capacity=5, seed=0)
+    buffer.extend({"a": torch.arange(5.0), "z": torch.arange(5.0)})
+    before = buffer._generator.get_state()
+    first = torch.full((3,), -1.0)
+    with pytest.raises(ValueError, match=message):
+        buffer.sample(3, out={"a": first, "z": make()})
+    assert torch.equal(first, torch.full((3,), -1.0))
+    assert torch.equal(buffer._generator.get_state(), before)
+
+
+def test_an_inference_tensor_is_a_fine_out_inside_inference_mode() -> None:
+    buffer = bufcore.DictBuffer(capacity=5, seed=0)
+    buffer.extend({"z": torch.arange(5.0)})
+    with torch.inference_mode():
+        out = {"z": torch.full((3,), -1.0)}
+        buffer.sample(3, out=out)
+    assert bool((out["z"] >= 0).all())

@@ -75,7 +75,7 @@ def copy_rows(column: np.ndarray, src: torch.Tensor) -> bool:
         return False
     rows = column.shape[0]
     if rows and column.shape[1]:
-        flat = src.reshape(-1)
+        flat = src.reshape(-1).resolve_neg()  # bytes as read: a lazily negated view holds -x
         if flat.stride(0) != 1:  # also a "contiguous" tensor whose size-1 axes have odd strides
             flat = torch.empty_like(flat, memory_format=torch.contiguous_format).copy_(flat)
         np.copyto(column, flat.view(torch.uint8).numpy().reshape(rows, -1))

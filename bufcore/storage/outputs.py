@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bufcore.checks import concrete_device
 from bufcore.storage.memory import overlaps
 from bufcore.tree import KeyPath, dtype_name, format_key_path
 
@@ -202,6 +203,7 @@ def check_out(
             f"{', '.join(map(format_key_path, missing)) or 'none'}; unexpected "
             f"{', '.join(map(format_key_path, extra)) or 'none'}); expected exactly {keys}"
         )
+    expected_device = concrete_device(device)
     checked: list[torch.Tensor] = []
     spans: list[tuple[int, int, KeyPath]] = []
     for path, (shape, dtype) in expected.items():
@@ -215,8 +217,8 @@ def check_out(
             )
         if tuple(tensor.shape) != shape:
             raise ValueError(f"{where}: expected shape {list(shape)}, got {list(tensor.shape)}")
-        if tensor.device != device:
-            raise ValueError(f"{where}: expected device {device}, got {tensor.device}")
+        if concrete_device(tensor.device) != expected_device:
+            raise ValueError(f"{where}: expected device {expected_device}, got {tensor.device}")
         if not tensor.is_contiguous():
             raise ValueError(f"{where}: expected a contiguous tensor")
         if tensor.requires_grad:  # out= writes cannot be differentiated: torch would raise

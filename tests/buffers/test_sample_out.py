@@ -209,3 +209,20 @@ def test_an_inference_tensor_is_a_fine_out_inside_inference_mode() -> None:
         out = {"z": torch.full((3,), -1.0)}
         buffer.sample(3, out=out)
     assert bool((out["z"] >= 0).all())
+
+
+def test_an_out_on_the_buffers_device_written_another_way_is_accepted() -> None:
+    # "cpu:0" and "cpu" (as "cuda" and "cuda:0") are one device; tensors report the concrete one.
+    buffer = bufcore.DictBuffer(capacity=5, seed=0, device="cpu:0")
+    buffer.extend({"x": torch.arange(5.0)})
+    out = {"x": torch.full((3,), -1.0, device="cpu:0")}
+    assert buffer.sample(3, out=out) is out
+    assert bool((out["x"] >= 0).all())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_an_out_on_cuda_is_accepted_by_a_buffer_on_cuda_without_an_index() -> None:
+    buffer = bufcore.DictBuffer(capacity=5, seed=0, device="cuda")
+    buffer.extend({"x": torch.arange(5.0)})
+    out = {"x": torch.full((3,), -1.0, device="cuda")}  # reports cuda:0
+    assert buffer.sample(3, out=out) is out

@@ -222,7 +222,7 @@ def check_generator(
     """
     if not isinstance(value, torch.Generator):
         raise TypeError(f"{argument}: expected a torch.Generator, got {_describe(value)}")
-    got, expected = _concrete(value.device), _concrete(device)
+    got, expected = concrete_device(value.device), concrete_device(device)
     if got != expected:
         raise ValueError(
             f"{argument}: expected a generator on the buffer's device {str(expected)!r}, "
@@ -231,10 +231,13 @@ def check_generator(
     return value
 
 
-def _concrete(device: torch.device) -> torch.device:
-    """``device`` with its index filled in (``cuda`` -> ``cuda:0`` when 0 is current)."""
+def concrete_device(device: torch.device) -> torch.device:
+    """``device`` as its tensors report it: ``cuda`` -> ``cuda:0`` when 0 is current, and
+    ``cpu:0`` -> ``cpu`` (compare these, not devices as written)."""
+    if device.type == "cpu":
+        return torch.device("cpu")
     index: int | None = device.index  # torch's stubs say int; it is None for "cuda"
-    if index is not None or device.type == "cpu":
+    if index is not None:
         return device
     try:
         return torch.empty(0, device=device).device

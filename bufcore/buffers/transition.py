@@ -164,8 +164,9 @@ class DictBuffer(CheckpointedBuffer):
         Raises:
             ValueError: the buffer is empty, ``batch_size`` is outside ``[1, 2**62]``,
                 ``generator`` is on another device, or ``out`` has other keys, a wrong shape or
-                device, a leaf that is not contiguous or that shares memory with the buffer's
-                rows or another leaf (checked before anything is drawn).
+                device, a leaf that is not contiguous, requires grad, is an inference tensor
+                outside inference mode, or shares memory with the buffer's rows or another leaf
+                (checked before anything is drawn).
             TypeError: ``generator`` is not a ``torch.Generator``, ``out`` is not a mapping,
                 or one of its leaves is not a tensor of the stored dtype.
             MemoryError: the output cannot be allocated (the generator is left as it was).

@@ -180,39 +180,64 @@ def _put_in_place(staging: Path, destination: Path, replaceable: Callable[[Path]
     """
     for _ in range(_PUBLISH_ATTEMPTS):
         try:
-            os.rename(staging, destination)  # nothing there, or an empty directory
-            return
-        except OSError as err:
-            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                raise
-        try:
-            if exchange(staging, destination):
-                _keep_if_changed(staging, destination, replaceable)  # staging: the previous one
-                return
-            # No swap on this system: move the old one aside (a brief window without the path).
-            aside = tempfile.mkdtemp(prefix=_staging_prefix(destination, "old"), dir=staging.parent)
-            previous = Path(aside) / "previous"
-            try:
-                os.rename(destination, previous)
-                try:
-                    os.rename(staging, destination)
-                except OSError:
-                    try:
-                        os.rename(previous, destination)  # put it back
-                    except OSError:  # a newer writer's is there: it wins, as ours would have
-                        _keep_if_changed(previous, destination, replaceable)
-                    raise
-                _keep_if_changed(previous, destination, replaceable)
-                return
-            finally:
-                shutil.rmtree(aside, ignore_errors=True)
+            previous = _try_put_in_place(staging, destination, replaceable)
         except FileNotFoundError:
             continue  # the destination was moved away meanwhile: try the rename again
         except OSError as err:
             if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
+            continue  # another writer's directory appeared meanwhile: swap with that one
+        # Published. Only now is the replaced directory looked at, outside the retries: an
+        # error here must not send the loop round again (it would swap the old one back).
+        if previous is not None:
+            try:
+                _keep_if_changed(previous, destination, replaceable)
+            finally:
+                if previous != staging:  # moved aside (staging is removed by the caller)
+                    shutil.rmtree(previous.parent, ignore_errors=True)
+        return
     message = f"other writers kept replacing it; gave up after {_PUBLISH_ATTEMPTS} tries"
     raise OSError(errno.EBUSY, message, str(destination))
+
+
+def _try_put_in_place(
+    staging: Path, destination: Path, replaceable: Callable[[Path], bool]
+) -> Path | None:
+    """One attempt of :func:`_put_in_place`: the directory replaced (None: there was none).
+
+    After a swap that is ``staging``; after a move aside, ``previous`` in a private directory
+    beside it (the caller removes that directory).
+
+    Raises:
+        FileNotFoundError: the destination vanished before it could be swapped or moved.
+        OSError: ``ENOTEMPTY`` or ``EEXIST``: a directory appeared at the destination
+            (nothing changed); other errors as the system gives them.
+    """
+    try:
+        os.rename(staging, destination)  # nothing there, or an empty directory
+        return None
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+    if exchange(staging, destination):
+        return staging
+    # No swap on this system: move the old one aside (a brief window without the path).
+    aside = Path(tempfile.mkdtemp(prefix=_staging_prefix(destination, "old"), dir=staging.parent))
+    previous = aside / "previous"
+    try:
+        os.rename(destination, previous)
+        try:
+            os.rename(staging, destination)
+        except OSError:
+            try:
+                os.rename(previous, destination)  # put it back
+            except OSError:  # a newer writer's is there; ours goes round again over it
+                _keep_if_changed(previous, destination, replaceable)
+            raise
+    except BaseException:
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
+    return previous
 
 
 def _keep_if_changed(

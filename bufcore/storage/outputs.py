@@ -6,14 +6,24 @@ at their defaults) and every call then faults its whole output in again: >1,000 
 call, 3-5x slower, depending on the process's allocation history. A library must not retune the
 process's allocator, so the ring keeps the outputs' memory itself.
 
-Data model: an :class:`OutputPool` keeps a few *slots*; a slot is one ``UntypedStorage`` per
-output tensor of one layout (shapes and dtypes of the leaves a gather returns). A gather takes a
-slot whose storages nobody else references (each storage's use count is 1: only the pool's own
-handle) and returns fresh tensors over them, so each output owns its storage exactly as a newly
-allocated tensor would (``torch.save`` of one leaf writes that leaf only). While the caller keeps
-any of those tensors, or a view, a numpy array or an autograd graph over them, the slot is busy
-and the next gather uses another slot or allocates. No caller can observe the reuse: memory is
-reused only when nothing outside the pool can reach it.
+Data model: an :class:`OutputPool` keeps a few *slots*; a slot is one block of memory per
+output tensor of one layout (shapes and dtypes of the leaves a gather returns), held by a
+``uint8`` tensor that never leaves the pool. A take wraps each block in a *new* storage (through
+``torch.from_numpy`` of a fresh numpy view of it, the view being the take's *lease*) and
+returns a tensor over that storage, so each output owns its storage exactly as a newly
+allocated tensor would (``torch.save`` of one leaf writes that leaf only). The lease lives as
+long as that storage does: while the caller keeps any of the tensors, a view, a numpy array, an
+autograd graph, a DLPack capsule, a storage handle (``untyped_storage()``, ``storage()``, or a
+weak reference to one), the slot is busy and the next gather uses another slot or allocates.
+A slot is free again once every lease of its last take is gone (its weak reference is dead),
+so no caller can observe the reuse: memory is reused only when nothing outside the pool can
+reach it. (A storage moved to shared memory, ``share_memory_()`` or multiprocessing, lets go
+of the block at once: it holds a copy from then on.) Torch's own storage use count would not
+do: a storage's Python object is kept alive by torch beside its memory and handed to whoever
+asks for ``untyped_storage()``, so a handle the caller keeps or weakly refers to is not counted.
+
+The outputs' storages are not resizable (``resize_`` to a larger size raises), as for any
+tensor over numpy memory.
 
 Only CPU outputs are pooled (a CUDA caching allocator already reuses blocks without faults, and
 it knows the streams a block was used on; this pool would not), and only layouts up to
@@ -22,12 +32,15 @@ it knows the streams a block was used on; this pool would not), and only layouts
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Mapping
 from threading import Lock
 from typing import Any
 
+import numpy as np
 import torch
 
+from bufcore.checks import concrete_device
 from bufcore.storage.memory import overlaps
 from bufcore.tree import KeyPath, dtype_name, format_key_path
 
@@ -41,9 +54,32 @@ Layout = tuple[tuple[tuple[int, ...], torch.dtype], ...]
 """Shape and dtype of every output tensor, in output order."""
 
 
-def _use_count(storage: torch.UntypedStorage) -> int:
-    """References to ``storage``'s memory: tensors, views, storage handles (torch's count)."""
-    return int(torch._C._storage_Use_Count(storage._cdata))
+class _Slot:
+    """Memory for one layout: a pool-private block per output, and the leases of its last take."""
+
+    __slots__ = ("blocks", "layout", "leases")
+
+    def __init__(self, layout: Layout, device: torch.device) -> None:
+        self.layout = layout
+        self.blocks = [
+            torch.empty(_nbytes(shape, dtype), dtype=torch.uint8, device=device).numpy()
+            for shape, dtype in layout
+        ]
+        self.leases: list[weakref.ref[np.ndarray]] = []
+
+    def free(self) -> bool:
+        """Whether nothing outside the pool can reach this slot's memory any more."""
+        return all(lease() is None for lease in self.leases)
+
+    def lend(self) -> list[torch.Tensor]:
+        """Tensors of the layout, each over a new storage of one block (see the module)."""
+        outputs = []
+        self.leases = []
+        for block, (shape, dtype) in zip(self.blocks, self.layout, strict=True):
+            lease = block[:]  # a new array, held by the new storage until it is freed
+            self.leases.append(weakref.ref(lease))
+            outputs.append(_over(torch.from_numpy(lease).untyped_storage(), shape, dtype))
+        return outputs
 
 
 class OutputPool:
@@ -60,7 +96,7 @@ class OutputPool:
     ) -> None:
         self.device = device
         self.pooled = device.type == "cpu" and slots > 0
-        self._slots: list[tuple[Layout, list[torch.UntypedStorage]]] = []
+        self._slots: list[_Slot] = []
         self._max_slots = slots
         self._pooled_bytes = pooled_bytes
         self._lock = Lock()
@@ -82,46 +118,30 @@ class OutputPool:
         nbytes = sum(_nbytes(shape, dtype) for shape, dtype in layout)
         if not self.pooled or nbytes > self._pooled_bytes:
             return self._fresh(layout)
-        with self._lock:  # a slot is marked busy (tensors over it exist) before the lock is let go
-            storages = self._free_slot(layout)
-            if storages is None:
-                return self._fresh(layout)
-            pairs = zip(storages, layout, strict=True)
-            return [_over(storage, shape, dtype) for storage, (shape, dtype) in pairs]
+        with self._lock:  # a slot's leases are taken before the lock is let go
+            slot = self._free_slot(layout)
+            return self._fresh(layout) if slot is None else slot.lend()
 
-    def _free_slot(self, layout: Layout) -> list[torch.UntypedStorage] | None:
+    def _free_slot(self, layout: Layout) -> _Slot | None:
         """A free slot of ``layout``: reused, added, or replacing a free one of another layout;
         None when every slot is busy and none may be added."""
         replaceable = None
-        for i, (kept, storages) in enumerate(self._slots):
-            if not all(_use_count(s) == 1 for s in storages):
+        for i, slot in enumerate(self._slots):
+            if not slot.free():
                 continue
-            if kept == layout:
-                return storages
+            if slot.layout == layout:
+                return slot
             replaceable = i if replaceable is None else replaceable
         if len(self._slots) < self._max_slots:
-            index = len(self._slots)
-            self._slots.append((layout, []))
-        elif replaceable is not None:
-            index = replaceable
-        else:
-            return None
-        storages = [t.untyped_storage() for t in self._fresh(layout)]
-        self._slots[index] = (layout, storages)
-        return storages
+            self._slots.append(_Slot(layout, self.device))
+            return self._slots[-1]
+        if replaceable is not None:
+            self._slots[replaceable] = _Slot(layout, self.device)
+            return self._slots[replaceable]
+        return None
 
     def _fresh(self, layout: Layout) -> list[torch.Tensor]:
         return [torch.empty(shape, dtype=dtype, device=self.device) for shape, dtype in layout]
-
-    def clear(self) -> None:
-        """Drop every slot (outputs still held by callers stay valid: they own their memory)."""
-        with self._lock:
-            self._slots.clear()
-
-
-def layout_of(shapes: Sequence[tuple[int, ...]], dtypes: Sequence[torch.dtype]) -> Layout:
-    """The layout of tensors with these shapes and dtypes."""
-    return tuple(zip((tuple(s) for s in shapes), dtypes, strict=True))
 
 
 def _nbytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
@@ -160,7 +180,8 @@ def check_out(
 
     Raises:
         ValueError: missing or extra keys, a wrong shape or device, a tensor that is not
-            contiguous, or one that shares memory with the stored rows or with another output.
+            contiguous, requires grad, is an inference tensor outside inference mode, or
+            shares memory with the stored rows or with another output.
         TypeError: a leaf is not a tensor, or has another dtype.
     """
     missing = [p for p in expected if p not in out]
@@ -172,6 +193,7 @@ def check_out(
             f"{', '.join(map(format_key_path, missing)) or 'none'}; unexpected "
             f"{', '.join(map(format_key_path, extra)) or 'none'}); expected exactly {keys}"
         )
+    expected_device = concrete_device(device)
     checked: list[torch.Tensor] = []
     spans: list[tuple[int, int, KeyPath]] = []
     for path, (shape, dtype) in expected.items():
@@ -185,10 +207,17 @@ def check_out(
             )
         if tuple(tensor.shape) != shape:
             raise ValueError(f"{where}: expected shape {list(shape)}, got {list(tensor.shape)}")
-        if tensor.device != device:
-            raise ValueError(f"{where}: expected device {device}, got {tensor.device}")
+        if concrete_device(tensor.device) != expected_device:
+            raise ValueError(f"{where}: expected device {expected_device}, got {tensor.device}")
         if not tensor.is_contiguous():
             raise ValueError(f"{where}: expected a contiguous tensor")
+        if tensor.requires_grad:  # out= writes cannot be differentiated: torch would raise
+            raise ValueError(f"{where}: expected a tensor that does not require grad")
+        if tensor.is_inference() and not torch.is_inference_mode_enabled():
+            raise ValueError(
+                f"{where}: expected a tensor made outside torch.inference_mode (it cannot be "
+                "written in place outside it)"
+            )
         if rows is not None and overlaps(tensor, rows):
             raise ValueError(f"{where}: shares memory with the buffer's rows")
         start = tensor.data_ptr()

@@ -260,12 +260,12 @@ class RingStorage:
     def _copy(self, path: KeyPath, start: int, src: torch.Tensor) -> None:
         """Write ``src`` (time rows of one leaf) at time row ``start``."""
         leaf = self._views[path]
+        # Byte columns exist on the CPU only, where _staged has put every source already.
         if src.dtype == leaf.dtype and self._columns is not None:
             envs = self.envs
-            column = self._columns[path][start * envs : (start + src.shape[0]) * envs]
-            if copy_rows(column, src):
-                return
-        leaf[start : start + src.shape[0]].copy_(src)
+            copy_rows(self._columns[path][start * envs : (start + src.shape[0]) * envs], src)
+        else:
+            leaf[start : start + src.shape[0]].copy_(src)
 
     def _staged(self, src: torch.Tensor) -> torch.Tensor:
         """``src`` on the storage device, and never sharing memory with the rows."""
@@ -436,7 +436,8 @@ class RingStorage:
 
         Raises:
             ValueError: keys differ, or a tensor has a wrong shape or device, is not
-                contiguous, or shares memory with the rows or another output.
+                contiguous, requires grad, is an inference tensor outside inference mode, or
+                shares memory with the rows or another output.
             TypeError: a leaf is not a tensor or has another dtype.
         """
         return check_out(out, layout, device=self.device, rows=self._rows, argument=argument)

@@ -270,6 +270,12 @@ def test_a_generator_on_another_device_is_a_value_error_naming_it() -> None:
         check_generator(torch.Generator(), torch.device("cuda"))
 
 
+def test_a_cpu_generator_fits_a_buffer_on_cpu_written_with_an_index() -> None:
+    buffer = bufcore.DictBuffer(capacity=5, seed=0, device="cpu:0")
+    buffer.extend({"x": torch.arange(5.0)})
+    assert buffer.sample(3, generator=torch.Generator())["x"].shape == (3,)
+
+
 def test_zbuffer_sample_index_puts_the_index_on_the_requested_device() -> None:
     case = z_case(7, "trajectory")
     index = case.buffer.sample_index(4, "cpu")

@@ -170,3 +170,59 @@ def test_a_batch_kept_by_the_caller_is_not_overwritten_by_later_samples() -> Non
         buffer.sample(20)
     for batch, copy in zip(kept, copies, strict=True):
         assert torch.equal(batch["x"], copy)
+
+
+def requiring_grad() -> torch.Tensor:
+    return torch.zeros(3, requires_grad=True)
+
+
+def inference_tensor() -> torch.Tensor:
+    with torch.inference_mode():
+        return torch.zeros(3)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (requiring_grad, r"out\['z'\]: expected a tensor that does not require grad"),
+        (inference_tensor, r"out\['z'\]: expected a tensor made outside torch.inference_mode"),
+    ],
+    ids=["requires-grad", "inference-tensor"],
+)
+def test_an_out_leaf_that_cannot_be_written_in_place_is_refused_before_any_leaf_is_written(
+    make: Callable[[], torch.Tensor], message: str
+) -> None:
+    buffer = bufcore.DictBuffer(capacity=5, seed=0)
+    buffer.extend({"a": torch.arange(5.0), "z": torch.arange(5.0)})
+    before = buffer._generator.get_state()
+    first = torch.full((3,), -1.0)
+    with pytest.raises(ValueError, match=message):
+        buffer.sample(3, out={"a": first, "z": make()})
+    assert torch.equal(first, torch.full((3,), -1.0))
+    assert torch.equal(buffer._generator.get_state(), before)
+
+
+def test_an_inference_tensor_is_a_fine_out_inside_inference_mode() -> None:
+    buffer = bufcore.DictBuffer(capacity=5, seed=0)
+    buffer.extend({"z": torch.arange(5.0)})
+    with torch.inference_mode():
+        out = {"z": torch.full((3,), -1.0)}
+        buffer.sample(3, out=out)
+    assert bool((out["z"] >= 0).all())
+
+
+def test_an_out_on_the_buffers_device_written_another_way_is_accepted() -> None:
+    # "cpu:0" and "cpu" (as "cuda" and "cuda:0") are one device; tensors report the concrete one.
+    buffer = bufcore.DictBuffer(capacity=5, seed=0, device="cpu:0")
+    buffer.extend({"x": torch.arange(5.0)})
+    out = {"x": torch.full((3,), -1.0, device="cpu:0")}
+    assert buffer.sample(3, out=out) is out
+    assert bool((out["x"] >= 0).all())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_an_out_on_cuda_is_accepted_by_a_buffer_on_cuda_without_an_index() -> None:
+    buffer = bufcore.DictBuffer(capacity=5, seed=0, device="cuda")
+    buffer.extend({"x": torch.arange(5.0)})
+    out = {"x": torch.full((3,), -1.0, device="cuda")}  # reports cuda:0
+    assert buffer.sample(3, out=out) is out

@@ -178,3 +178,21 @@ def test_a_destination_moved_away_before_the_swap_is_published_into_again(
     publish_directory(target, lambda d: (d / "new").write_text("1"), replaceable=lambda p: True)
     assert [p.name for p in target.iterdir()] == ["new"]
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
+def test_an_error_checking_the_replaced_directory_never_swaps_it_back_into_place(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "ckpt"
+    publish_directory(target, lambda d: (d / "old").write_text("0"), replaceable=lambda p: True)
+    calls = []
+
+    def replaceable(path: Path) -> bool:
+        calls.append(path)
+        if len(calls) > 1:  # the check of the directory just swapped out
+            raise FileNotFoundError(2, "vanished while checked", str(path))
+        return True
+
+    with pytest.raises(FileNotFoundError, match="vanished while checked"):
+        publish_directory(target, lambda d: (d / "new").write_text("1"), replaceable=replaceable)
+    assert [p.name for p in target.iterdir()] == ["new"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import sys
 import threading
+import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -13,11 +15,11 @@ import pytest
 import torch
 
 import bufcore
-from bufcore.storage.outputs import OutputPool, layout_of
+from bufcore.storage.outputs import Layout, OutputPool
 from bufcore.storage.ring import RingStorage
 
 CPU = torch.device("cpu")
-LAYOUT = layout_of([(8, 3), (8,)], [torch.float32, torch.int64])
+LAYOUT: Layout = (((8, 3), torch.float32), ((8,), torch.int64))
 
 
 def storages(tensors: list[torch.Tensor]) -> list[int]:
@@ -80,6 +82,60 @@ def test_memory_still_reachable_by_the_caller_is_never_handed_out_again(
     assert held is not None
 
 
+def read_through_storage_handle(t: torch.Tensor) -> Callable[[], torch.Tensor]:
+    storage = t.untyped_storage()  # the pool once kept this very Python object
+    return lambda: torch.empty(0).set_(storage, 0, (8, 3), (3, 1))[0]
+
+
+def read_through_legacy_storage(t: torch.Tensor) -> Callable[[], torch.Tensor]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated
+        typed = t.storage()
+    return lambda: torch.tensor(typed.tolist()[:3])
+
+
+def read_through_storage_weakref(t: torch.Tensor) -> Callable[[], torch.Tensor]:
+    ref = weakref.ref(t.untyped_storage())
+
+    def read() -> torch.Tensor:
+        storage = ref()
+        if storage is None:
+            return torch.full((3,), 7.0)  # gone: nothing can be read through it any more
+        return torch.empty(0).set_(storage, 0, (8, 3), (3, 1))[0]
+
+    return read
+
+
+def read_through_shared_memory(t: torch.Tensor) -> Callable[[], torch.Tensor]:
+    t.share_memory_()  # as multiprocessing does before sending it to another process
+    fd, size = t.untyped_storage()._share_fd_cpu_()
+    mapping = torch.UntypedStorage._new_shared_fd_cpu(fd, size)  # what that process maps
+    return lambda: torch.empty(0).set_(mapping, 0, (8, 3), (3, 1))[0]
+
+
+@pytest.mark.parametrize(
+    "keep",
+    [
+        read_through_storage_handle,
+        read_through_legacy_storage,
+        read_through_storage_weakref,
+        read_through_shared_memory,
+    ],
+    ids=lambda f: f.__name__,
+)
+def test_memory_a_caller_reaches_without_holding_a_tensor_is_never_written_again(
+    keep: Callable[[torch.Tensor], Callable[[], torch.Tensor]],
+) -> None:
+    pool = OutputPool(CPU)
+    outputs = pool.take(LAYOUT)
+    outputs[0].fill_(7.0)
+    read = keep(outputs[0])
+    del outputs
+    for _ in range(6):  # more takes than slots
+        pool.take(LAYOUT)[0].fill_(-1.0)
+    assert torch.equal(read(), torch.full((3,), 7.0))
+
+
 def test_a_caller_keeping_every_batch_gets_fresh_memory_each_time() -> None:
     pool = OutputPool(CPU, slots=2)
     kept = [pool.take(LAYOUT) for _ in range(5)]
@@ -90,14 +146,14 @@ def test_a_caller_keeping_every_batch_gets_fresh_memory_each_time() -> None:
 def test_a_free_slot_of_another_layout_is_replaced_once_every_slot_is_used() -> None:
     pool = OutputPool(CPU, slots=1)
     pool.take(LAYOUT)
-    other = layout_of([(4, 2)], [torch.float64])
+    other: Layout = (((4, 2), torch.float64),)
     first = storages(pool.take(other))
     assert storages(pool.take(other)) == first
 
 
 def test_layouts_larger_than_the_pooled_bytes_are_never_kept() -> None:
     pool = OutputPool(CPU, pooled_bytes=64)
-    big = layout_of([(100,)], [torch.float32])
+    big: Layout = (((100,), torch.float32),)
     assert pool.take(big)[0].shape == (100,)
     assert pool._slots == []
 

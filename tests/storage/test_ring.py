@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 import torch
 
-from bufcore.storage.ring import RingStorage, RowSource
+from bufcore.storage.ring import STORABLE, RingStorage, RowSource
 from bufcore.tree import KeyPath, LeafSpec, Spec
 
 CPU = torch.device("cpu")
@@ -335,3 +336,77 @@ def test_writing_any_slice_of_the_storage_views_equals_writing_a_copy_of_it(
                 twin.write(twin.validate(copies))
                 for path, view in storage.views.items():
                     assert torch.equal(view, twin.views[path]), (filled, begin, stop, path)
+
+
+def test_a_source_with_the_negative_bit_is_written_as_the_values_it_reads() -> None:
+    # A lazily negated view (as conj().imag makes) whose memory holds the un-negated values.
+    values = torch._neg_view(torch.arange(6.0).view(3, 2))
+    storage = written(RingStorage(4, device=CPU), 0, 1)
+    storage.write(storage.validate({**batch(1, 3), "obs": {"x": values}}))
+    assert torch.equal(storage.views[("obs", "x")][1:4], -torch.arange(6.0).view(3, 2))
+
+
+def values_of(dtype: torch.dtype, shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    """Values of ``dtype`` using every byte of it (extremes included), ``shape``."""
+    generator = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator) > 0.5
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=generator) * 1e3).to(dtype)
+    info = torch.iinfo(dtype)
+    low, high = max(info.min, -(2**62)), min(info.max, 2**62)
+    return torch.randint(low, high, shape, generator=generator).to(dtype)
+
+
+def every_other_row(tensor: torch.Tensor) -> torch.Tensor:
+    spaced = torch.zeros((2 * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype)
+    spaced[::2] = tensor
+    return spaced[::2]
+
+
+def odd_size1_strides(tensor: torch.Tensor) -> torch.Tensor:
+    pairs = zip(tensor.shape, tensor.stride(), strict=True)
+    strides = [99 if size == 1 else stride for size, stride in pairs]
+    return tensor.as_strided(tensor.shape, strides)  # still "contiguous" to torch
+
+
+@pytest.mark.parametrize("dtype", sorted(STORABLE, key=str), ids=str)
+@pytest.mark.parametrize("leaf_shape", [(), (3,), (2, 0), (1,)], ids=str)
+@pytest.mark.parametrize("envs", [None, 1, 3], ids=lambda e: f"envs={e}")
+@pytest.mark.parametrize(
+    "layout", [lambda t: t, every_other_row, odd_size1_strides], ids=["dense", "spaced", "odd"]
+)
+def test_writes_of_every_storable_dtype_land_at_their_ring_rows_bit_for_bit(
+    dtype: torch.dtype,
+    leaf_shape: tuple[int, ...],
+    envs: int | None,
+    layout: Callable[[torch.Tensor], torch.Tensor],
+) -> None:
+    capacity = 4
+    lead = () if envs is None else (envs,)
+    storage = RingStorage(capacity, device=CPU, batch_dims=1 if envs is None else 2)
+    model = {name: torch.zeros((capacity, *lead, *leaf_shape), dtype=dtype) for name in "ab"}
+    cursor = 0
+    for seed, count in enumerate([3, 2, 6]):  # the second and third writes wrap around
+        shape = (count, *lead, *leaf_shape)
+        data = {n: values_of(dtype, shape, 2 * seed + i) for i, n in enumerate("ab")}
+        storage.write(storage.validate({n: layout(v) for n, v in data.items()}))
+        for name, rows in data.items():
+            for offset in range(max(count - capacity, 0), count):
+                model[name][(cursor + offset) % capacity] = rows[offset]
+        cursor = (cursor + count) % capacity
+    for name, expected in model.items():
+        got = storage.views[(name,)]
+        assert got.dtype == dtype and got.shape == expected.shape
+        assert torch.equal(got.contiguous().view(torch.uint8), expected.view(torch.uint8))
+
+
+@pytest.mark.parametrize("envs", [None, 2], ids=lambda e: f"envs={e}")
+def test_a_wider_dtype_is_cast_to_the_stored_one_on_write(envs: int | None) -> None:
+    lead = () if envs is None else (envs,)
+    storage = RingStorage(3, device=CPU, batch_dims=1 if envs is None else 2)
+    storage.write(storage.validate({"x": torch.zeros((1, *lead, 2), dtype=torch.float32)}))
+    values = torch.tensor([0.1, -2.5], dtype=torch.float64).expand(4, *lead, 2)
+    storage.write(storage.validate({"x": values}))
+    assert storage.views[("x",)].dtype == torch.float32
+    assert torch.equal(storage.views[("x",)], values[:3].to(torch.float32))

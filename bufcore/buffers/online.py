@@ -45,7 +45,8 @@ from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.sampling.boundaries import OnlineBoundaries
 from bufcore.sampling.windows import TrajectoryTable, Weighting, sample_window_starts
-from bufcore.storage.ring import Batch, RingStorage
+from bufcore.storage.batches import Batch
+from bufcore.storage.ring import RingStorage
 from bufcore.tree import Key, format_key_path
 
 

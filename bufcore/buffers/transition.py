@@ -22,7 +22,8 @@ from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
-from bufcore.storage.ring import Batch, RingStorage
+from bufcore.storage.batches import Batch
+from bufcore.storage.ring import RingStorage
 from bufcore.tree import flatten, format_key_path, unflatten
 
 

@@ -25,7 +25,8 @@ from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
-from bufcore.storage.ring import STORABLE, Batch, RingStorage
+from bufcore.storage.batches import Batch
+from bufcore.storage.ring import STORABLE, RingStorage
 from bufcore.tree import LeafSpec, dtype_from_name, dtype_name
 
 _Z = ("z",)

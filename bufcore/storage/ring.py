@@ -12,10 +12,11 @@ and pages. One ``index_select`` per leaf over these packed rows runs about twice
 same gathers from separate per-leaf arrays, and writes are a strided copy per leaf.
 
 The write cursor follows ``cursor = (cursor + n) % capacity``; the storage is full once a write
-reaches the last row. A batch is validated completely (:meth:`RingStorage.validate`: keys, shapes,
-dtypes and the values of narrowing casts) before :meth:`RingStorage.write` touches anything, and
-the write stages what could still fail (the first allocation, device moves, sources that share
-memory with the rows) before its first copy, so a bad batch never leaves the storage half-written.
+reaches the last row. A batch is validated completely (:mod:`bufcore.storage.batches`: keys,
+shapes, dtypes and the values of narrowing casts) before :meth:`RingStorage.write` touches
+anything, and the write stages what could still fail (the first allocation, device moves,
+sources that share memory with the rows) before its first copy, so a bad batch never leaves the
+storage half-written.
 
 Saved rows come back through :meth:`RingStorage.restore` from a :class:`RowSource` (a checkpoint
 being read, or episodes being laid end to end), which copies them straight into the freshly
@@ -25,40 +26,27 @@ allocated rows; :meth:`RingStorage.rows` gives the filled rows to save.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
 from bufcore.checks import check_int
+from bufcore.storage.batches import Batch, check_leaf, validate_batch
 from bufcore.storage.leaves import STORABLE as STORABLE
-from bufcore.storage.leaves import leaf_tensor
 from bufcore.storage.memory import byte_columns, copy_rows, overlaps, zeros_rows
 from bufcore.storage.outputs import OutputPool, check_out
 from bufcore.tree import (
     KeyPath,
     LeafSpec,
     Spec,
-    check_cast,
     describe_spec,
-    flatten,
-    format_key_path,
 )
 
 _ROW_ALIGN = 16
 # No device holds more than a 48-bit address space maps (256 TiB): larger storage is refused
 # before anything is allocated (a hand-edited capacity of 10**15 would ask for petabytes).
 MAX_STORAGE_BYTES = 2**48
-
-
-@dataclass(frozen=True)
-class Batch:
-    """A validated batch: converted leaves (same order as the spec) and its time length."""
-
-    leaves: dict[KeyPath, torch.Tensor]
-    size: int
-    env_count: int | None
 
 
 @runtime_checkable
@@ -83,10 +71,6 @@ class RowSource(Protocol):
     def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
         """Copy every leaf's ``count`` rows into ``dests`` (typed views; may be strided)."""
         ...
-
-
-def _describe_paths(paths: Any) -> str:
-    return ", ".join(format_key_path(p) for p in paths)
 
 
 class RingStorage:
@@ -143,84 +127,15 @@ class RingStorage:
     def validate(self, data: Mapping[str, Any], *, argument: str = "data") -> Batch:
         """Check a nested batch against the spec (or infer one) without changing anything.
 
-        Raises:
-            TypeError: ``data`` is not a mapping, a key is not a string, a leaf is not numeric
-                or has no dense data, or a leaf's dtype cannot be cast safely to the stored dtype.
-            ValueError: missing or extra keys, a missing batch axis, a wrong trailing shape,
-                unequal batch sizes or env counts, or values outside the stored dtype's range.
+        See :func:`bufcore.storage.batches.validate_batch` (and its ``Raises``).
         """
-        flat = flatten(data, argument=argument)
-        if not flat:
-            return Batch({}, 0, self.env_count)
-        if self.spec is not None:
-            missing = [p for p in self.spec if p not in flat]
-            extra = [p for p in flat if p not in self.spec]
-            if missing or extra:
-                parts = []
-                if missing:
-                    parts.append(f"missing keys {_describe_paths(missing)}")
-                if extra:
-                    parts.append(f"unexpected keys {_describe_paths(extra)}")
-                raise ValueError(
-                    f"{argument}: keys differ from the stored ones ({'; '.join(parts)}); "
-                    f"expected exactly {_describe_paths(self.spec)}"
-                )
-            flat = {p: flat[p] for p in self.spec}
-        leaves = {
-            path: self.check_leaf(value, path, where=f"{argument}{format_key_path(path)}")
-            for path, value in flat.items()
-        }
-        size = self._common_axis(leaves, 0, "batch size", argument)
-        env_count = (
-            self._common_axis(leaves, 1, "env count", argument) if self.batch_dims == 2 else None
-        )
-        if self.env_count is not None and env_count != self.env_count:
-            raise ValueError(
-                f"{argument}: expected {self.env_count} envs (axis 1), got {env_count}"
-            )
-        return Batch(leaves, size, env_count)
+        return validate_batch(data, self.spec, self.batch_dims, self.env_count, argument=argument)
 
     def check_leaf(self, value: Any, path: KeyPath, *, where: str) -> torch.Tensor:
-        """One leaf of a batch as a tensor, checked against the spec of ``path`` (if fixed).
-
-        Args:
-            value: The leaf (array, tensor, number or list).
-            path: Its key path in the spec.
-            where: How error messages name it (``"data['obs']"``).
-
-        Raises:
-            TypeError: not numeric, no dense data, a dtype that cannot be stored, or an unsafe
-                cast.
-            ValueError: fewer axes than the batch axes, a wrong trailing shape, or values
-                outside the stored dtype's range.
-        """
+        """One leaf as a tensor, checked against the spec of ``path`` (if fixed); see
+        :func:`bufcore.storage.batches.check_leaf` (and its ``Raises``)."""
         leaf = None if self.spec is None else self.spec[path]
-        floats = leaf.dtype if leaf is not None and leaf.dtype.is_floating_point else None
-        tensor = leaf_tensor(value, self.batch_dims, where=where, python_floats=floats)
-        if leaf is None:
-            return tensor
-        trailing = tuple(tensor.shape[self.batch_dims :])
-        if trailing != leaf.shape:
-            hint = ""
-            if tuple(tensor.shape) == leaf.shape:
-                hint = "; did you forget the batch dimension?"
-            lead = ["batch"] if self.batch_dims == 1 else ["time", "env"]
-            expected = ", ".join([*lead, *map(str, leaf.shape)])
-            raise ValueError(
-                f"{where}: expected shape [{expected}], got {list(tensor.shape)}{hint}"
-            )
-        check_cast(tensor, leaf.dtype, where=where)
-        return tensor
-
-    def _common_axis(
-        self, leaves: dict[KeyPath, torch.Tensor], axis: int, what: str, argument: str
-    ) -> int:
-        sizes = {path: int(t.shape[axis]) for path, t in leaves.items()}
-        distinct = set(sizes.values())
-        if len(distinct) != 1:
-            listing = ", ".join(f"{format_key_path(p)}: {n}" for p, n in sizes.items())
-            raise ValueError(f"{argument}: every leaf needs the same {what}, got {listing}")
-        return distinct.pop()
+        return check_leaf(value, leaf, self.batch_dims, where=where)
 
     # ---------------------------------------------------------------- writing
     def write(self, batch: Batch) -> None:

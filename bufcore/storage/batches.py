@@ -1,0 +1,128 @@
+"""What a write must be before it touches a ring: a whole nested batch, checked and converted.
+
+:func:`validate_batch` checks every leaf of a nested batch (keys, batch axes, trailing shape,
+dtype and the values of narrowing casts) against a ring's spec, or infers the spec from a first
+batch, and returns a :class:`Batch` of converted tensors; nothing is written until all of it
+passed, so a bad batch never leaves a ring half-written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from bufcore.storage.leaves import leaf_tensor
+from bufcore.tree import KeyPath, LeafSpec, Spec, check_cast, flatten, format_key_path
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A validated batch: converted leaves (same order as the spec) and its time length."""
+
+    leaves: dict[KeyPath, torch.Tensor]
+    size: int
+    env_count: int | None
+
+
+
+def _describe_paths(paths: Iterable[KeyPath]) -> str:
+    return ", ".join(format_key_path(p) for p in paths)
+
+
+def validate_batch(
+    data: Mapping[str, Any],
+    spec: Spec | None,
+    batch_dims: int,
+    env_count: int | None,
+    *,
+    argument: str = "data",
+) -> Batch:
+    """Check a nested batch against ``spec`` (None: not fixed yet) and convert its leaves.
+
+    ``batch_dims`` leading axes are batch axes (``[n]`` or ``[n, env]``); ``env_count`` is the
+    fixed env count of ``[time, env]`` rows (None: not fixed yet, or ``[time]`` rows).
+
+    Raises:
+        TypeError: ``data`` is not a mapping, a key is not a string, a leaf is not numeric
+            or has no dense data, or a leaf's dtype cannot be cast safely to the stored dtype.
+        ValueError: missing or extra keys, a missing batch axis, a wrong trailing shape,
+            unequal batch sizes or env counts, or values outside the stored dtype's range.
+    """
+    flat = flatten(data, argument=argument)
+    if not flat:
+        return Batch({}, 0, env_count)
+    if spec is not None:
+        missing = [p for p in spec if p not in flat]
+        extra = [p for p in flat if p not in spec]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"missing keys {_describe_paths(missing)}")
+            if extra:
+                parts.append(f"unexpected keys {_describe_paths(extra)}")
+            raise ValueError(
+                f"{argument}: keys differ from the stored ones ({'; '.join(parts)}); "
+                f"expected exactly {_describe_paths(spec)}"
+            )
+        flat = {p: flat[p] for p in spec}
+    leaves = {
+        path: check_leaf(
+            value,
+            None if spec is None else spec[path],
+            batch_dims,
+            where=f"{argument}{format_key_path(path)}",
+        )
+        for path, value in flat.items()
+    }
+    size = _common_axis(leaves, 0, "batch size", argument)
+    envs = _common_axis(leaves, 1, "env count", argument) if batch_dims == 2 else None
+    if env_count is not None and envs != env_count:
+        raise ValueError(f"{argument}: expected {env_count} envs (axis 1), got {envs}")
+    return Batch(leaves, size, envs)
+
+
+def check_leaf(
+    value: Any, leaf: LeafSpec | None, batch_dims: int, *, where: str
+) -> torch.Tensor:
+    """One leaf of a batch as a tensor, checked against its stored spec ``leaf`` (if fixed).
+
+    Args:
+        value: The leaf (array, tensor, number or list).
+        leaf: Its stored shape and dtype; None before the spec is fixed.
+        batch_dims: Leading batch axes.
+        where: How error messages name it (``"data['obs']"``).
+
+    Raises:
+        TypeError: not numeric, no dense data, a dtype that cannot be stored, or an unsafe
+            cast.
+        ValueError: fewer axes than the batch axes, a wrong trailing shape, or values
+            outside the stored dtype's range.
+    """
+    floats = leaf.dtype if leaf is not None and leaf.dtype.is_floating_point else None
+    tensor = leaf_tensor(value, batch_dims, where=where, python_floats=floats)
+    if leaf is None:
+        return tensor
+    trailing = tuple(tensor.shape[batch_dims :])
+    if trailing != leaf.shape:
+        hint = ""
+        if tuple(tensor.shape) == leaf.shape:
+            hint = "; did you forget the batch dimension?"
+        lead = ["batch"] if batch_dims == 1 else ["time", "env"]
+        expected = ", ".join([*lead, *map(str, leaf.shape)])
+        raise ValueError(
+            f"{where}: expected shape [{expected}], got {list(tensor.shape)}{hint}"
+        )
+    check_cast(tensor, leaf.dtype, where=where)
+    return tensor
+
+def _common_axis(leaves: dict[KeyPath, torch.Tensor], axis: int, what: str, argument: str) -> int:
+    sizes = {path: int(t.shape[axis]) for path, t in leaves.items()}
+    distinct = set(sizes.values())
+    if len(distinct) != 1:
+        listing = ", ".join(f"{format_key_path(p)}: {n}" for p, n in sizes.items())
+        raise ValueError(f"{argument}: every leaf needs the same {what}, got {listing}")
+    return distinct.pop()
+

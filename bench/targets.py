@@ -21,6 +21,7 @@ slowest process over its median, and page faults per call in the steady state).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.headline import HeadlineResults
@@ -195,12 +196,10 @@ class ProcessRatio:
 
     def verdict(self, results: HeadlineResults) -> str:
         """``PASS``/``MISS`` for a target, ``""`` for information, ``n/a`` when unmeasured."""
-        if self.minimum is None:
+        minimum = self.minimum
+        if minimum is None:
             return ""
-        value = self.value(results)
-        if value is None:
-            return "n/a"
-        return "PASS" if value >= self.minimum else "MISS"
+        return _verdict(self.value(results), lambda value: value >= minimum)
 
 
 @dataclass(frozen=True)
@@ -216,10 +215,7 @@ class Stability:
         return None if stats is None else stats.low / stats.median
 
     def verdict(self, results: HeadlineResults) -> str:
-        value = self.value(results)
-        if value is None:
-            return "n/a"
-        return "PASS" if value >= self.minimum else "MISS"
+        return _verdict(self.value(results), lambda value: value >= self.minimum)
 
 
 @dataclass(frozen=True)
@@ -235,10 +231,14 @@ class FaultLimit:
         return None if stats is None else stats.median_faults
 
     def verdict(self, results: HeadlineResults) -> str:
-        value = self.value(results)
-        if value is None:
-            return "n/a"
-        return "PASS" if value < self.maximum else "MISS"
+        return _verdict(self.value(results), lambda value: value < self.maximum)
+
+
+def _verdict(value: float | None, met: Callable[[float], bool]) -> str:
+    """``n/a`` when unmeasured, else ``PASS`` or ``MISS``."""
+    if value is None:
+        return "n/a"
+    return "PASS" if met(value) else "MISS"
 
 
 HEADLINE_RATIOS: tuple[ProcessRatio, ...] = (

@@ -42,7 +42,7 @@ import torch
 
 from bufcore.checks import concrete_device
 from bufcore.storage.memory import overlaps
-from bufcore.tree import KeyPath, dtype_name, format_key_path
+from bufcore.tree import KeyPath, LeafSpec, dtype_name, format_key_path
 
 SLOTS = 4
 """Layouts kept at once: a training loop holds the previous batch while drawing the next one
@@ -62,7 +62,7 @@ class _Slot:
     def __init__(self, layout: Layout, device: torch.device) -> None:
         self.layout = layout
         self.blocks = [
-            torch.empty(_nbytes(shape, dtype), dtype=torch.uint8, device=device).numpy()
+            torch.empty(LeafSpec(shape, dtype).nbytes, dtype=torch.uint8, device=device).numpy()
             for shape, dtype in layout
         ]
         self.leases: list[weakref.ref[np.ndarray]] = []
@@ -115,7 +115,7 @@ class OutputPool:
         The returned tensors are contiguous and each owns its storage. Their memory is the pool's
         again once the caller drops every reference to it.
         """
-        nbytes = sum(_nbytes(shape, dtype) for shape, dtype in layout)
+        nbytes = sum(LeafSpec(shape, dtype).nbytes for shape, dtype in layout)
         if not self.pooled or nbytes > self._pooled_bytes:
             return self._fresh(layout)
         with self._lock:  # a slot's leases are taken before the lock is let go
@@ -142,13 +142,6 @@ class OutputPool:
 
     def _fresh(self, layout: Layout) -> list[torch.Tensor]:
         return [torch.empty(shape, dtype=dtype, device=self.device) for shape, dtype in layout]
-
-
-def _nbytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
-    count = 1
-    for size in shape:
-        count *= size
-    return count * dtype.itemsize
 
 
 def _over(

@@ -254,14 +254,15 @@ def stored_leaf(path: Path, key_path: Sequence[str]) -> np.ndarray:
     return _cached_leaf(str(path), tuple(key_path), fingerprint(path))
 
 
-def end_flags(path: Path, key_path: Sequence[str]) -> np.ndarray:
+def end_flags(path: Path, key_path: Sequence[str]) -> np.ndarray | None:
     """The end flags of the trajectory buffer at ``path`` as bool ``[rows]`` or
-    ``[rows, envs]`` (see :func:`app.trajectory_stats.end_matrix`), read lazily and cached.
-
-    Raises:
-        As :func:`stored_leaf`.
-    """
-    return end_matrix(stored_leaf(path, key_path))
+    ``[rows, envs]`` (see :func:`app.trajectory_stats.end_matrix`), read lazily and cached;
+    None, with an error on the page naming the file and the leaf, when they cannot be read."""
+    try:
+        return end_matrix(stored_leaf(path, key_path))
+    except READ_ERRORS as err:
+        st.error(f"{path}: cannot read the end flags {'/'.join(key_path)!r}: {err}")
+        return None
 
 
 @overload

@@ -12,7 +12,7 @@ from app.ring_figures import (
     ring_figure,
     slot_age_figure,
 )
-from app.run_data import ONLINE, READ_ERRORS, TRANSITIONS, ZVECTORS
+from app.run_data import ONLINE, TRANSITIONS, ZVECTORS
 
 RING_KINDS = (ONLINE, TRANSITIONS, ZVECTORS)
 
@@ -66,11 +66,8 @@ if source is not None and entry is not None and entry.summary is not None:
     if summary.env_count is not None and summary.end_key is not None and state.length > 0:
         st.subheader("Episode boundaries")
         end_name = "/".join(summary.end_key)
-        try:
-            flags = ui.end_flags(entry.path, summary.end_key)
-        except READ_ERRORS as err:
-            st.error(f"{entry.path}: cannot read the end flags {end_name!r}: {err}")
-        else:
+        flags = ui.end_flags(entry.path, summary.end_key)
+        if flags is not None:
             binned = boundary_map(flags)
             st.plotly_chart(
                 boundary_map_figure(binned, state.cursor, end_key=end_name), width="stretch"

@@ -111,11 +111,8 @@ if entry is not None and entry.summary is not None:
     st.subheader("Where the batch landed")
     if summary.kind == ONLINE and summary.end_key is not None and request.seq_length is not None:
         end_name = "/".join(summary.end_key)
-        try:
-            flags = ui.end_flags(entry.path, summary.end_key)
-        except READ_ERRORS as err:
-            st.error(f"{entry.path}: cannot read the end flags {end_name!r}: {err}")
-        else:
+        flags = ui.end_flags(entry.path, summary.end_key)
+        if flags is not None:
             seq_len = request.seq_length
             st.plotly_chart(
                 landing_map_figure(

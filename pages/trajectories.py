@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import ui
-from app.run_data import EXPERT, ONLINE
+from app.run_data import EXPERT, ONLINE, BufferEntry
 from app.trajectory_figures import (
     env_length_heatmap,
     length_histogram,
@@ -27,6 +27,17 @@ st.caption(
 )
 
 
+
+
+def pick(entries: list[BufferEntry], label: str, key: str) -> BufferEntry:
+    """One of ``entries``: a sidebar picker (its choice in the URL) when there are several."""
+    names = [e.name for e in entries]
+    if len(names) == 1:
+        return entries[0]
+    name = st.sidebar.selectbox(label, names, key=key, bind="query-params")
+    return entries[names.index(name) if name in names else 0]
+
+
 source = ui.choose_source()
 data = ui.source_data(source) if source is not None else None
 if data is not None:
@@ -40,16 +51,10 @@ if data is not None:
         st.stop()
     online = expert = None
     if online_entries:
-        names = [e.name for e in online_entries]
-        name = st.sidebar.selectbox("Online buffer", names, key="traj_online",
-                                    bind="query-params") if len(names) > 1 else names[0]
-        online_entry = online_entries[names.index(name) if name in names else 0]
+        online_entry = pick(online_entries, "Online buffer", "traj_online")
         online = ui.trajectories_of(online_entry, expert=False)
     if expert_entries:
-        names = [e.name for e in expert_entries]
-        name = st.sidebar.selectbox("Expert buffer", names, key="traj_expert",
-                                    bind="query-params") if len(names) > 1 else names[0]
-        expert_entry = expert_entries[names.index(name) if name in names else 0]
+        expert_entry = pick(expert_entries, "Expert buffer", "traj_expert")
         expert = ui.trajectories_of(expert_entry, expert=True)
     loaded = [x for x in (online, expert) if x is not None]
     if not loaded:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+import app.ui
 from bufcore import DictBuffer
 from tests.app.conftest import Dashboard
 
@@ -55,3 +58,19 @@ def test_a_torn_log_line_still_draws_occupancy(dashboard: Dashboard, run_copy: P
     assert len(at.get("plotly_chart")) == 4
 
 
+
+
+@pytest.mark.parametrize("page", ["fifo", "sampling_lab"])
+def test_end_flags_that_cannot_be_read_are_an_error_naming_the_file_and_leaf(
+    dashboard: Dashboard, demo_run: Path, monkeypatch: pytest.MonkeyPatch, page: str
+) -> None:
+    def unreadable(path: Path, key_path: object) -> object:
+        raise OSError("the disk said no")
+
+    monkeypatch.setattr(app.ui, "stored_leaf", unreadable)
+    at = dashboard(page, demo_run, query={"buffer": "train"})
+    assert not at.exception
+    assert any(
+        "cannot read the end flags" in error.value and "the disk said no" in error.value
+        for error in at.error
+    )

@@ -71,8 +71,10 @@ def motion_history(history: CurriculumHistory, motion: int) -> go.Figure:
     figure.add_trace(line_trace(rounds, history.emd[:, column], name="EMD (left)"))
     figure.add_trace(line_trace(rounds, history.probability[:, column],
                                 name="sampling probability (right)", yaxis="y2"))
+    # Auto ticks of its own: ticks synced to the EMD grid land on odd probabilities.
     figure.update_layout(yaxis2={"title": {"text": "sampling probability"}, "overlaying": "y",
-                                 "side": "right", "rangemode": "tozero"})
+                                 "side": "right", "rangemode": "tozero", "tickmode": "auto",
+                                 "showgrid": False, "tickformat": ".3f"})
     return styled(figure, title=f"Motion {motion} across rounds", x="evaluation round",
                   y="EMD")
 

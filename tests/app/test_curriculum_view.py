@@ -121,3 +121,13 @@ def test_the_motion_history_figure_refuses_an_unrecorded_motion() -> None:
     assert "Motion 4" in motion_history(history, 4).layout.title.text
     with pytest.raises(ValueError, match="motion ids"):
         motion_history(history, 5)
+
+
+def test_the_motion_history_probability_axis_ticks_on_its_own_values_from_zero() -> None:
+    from app.curriculum_figures import motion_history
+    from app.curriculum_view import CurriculumHistory
+
+    history = CurriculumHistory(np.array([10, 20]), np.array([4]), np.ones((2, 1)),
+                                np.full((2, 1), 0.05), np.ones((2, 1)), "test")
+    axis = motion_history(history, 4).layout.yaxis2
+    assert (axis.tickmode, axis.rangemode, axis.showgrid) == ("auto", "tozero", False)

@@ -11,7 +11,8 @@ with ``"trajectory"`` weighting a trajectory is drawn in proportion to its prior
 at least ``need`` rows (else never); with ``"window"`` weighting in proportion to priority
 times its number of window starts. :func:`sampling_probability` computes that exactly.
 Saving writes a *new* expert checkpoint through bufcore (load, ``update_priorities``,
-``save``); the source checkpoint is never touched.
+``save(replace=False)``) as the next free version; the source checkpoint and every other
+version are never touched, even by sessions saving at the same moment.
 """
 
 from __future__ import annotations
@@ -277,29 +278,46 @@ def trajectory_priorities(
     return normalised(np.array([lookup[int(m)] for m in trajectory_motions]))
 
 
-def next_version(run_dir: Path, mode: str) -> Path:
-    """``run_dir/reprioritized/expert-<mode>-<n>`` with the smallest ``n >= 1`` not taken."""
-    folder = run_dir / REPRIORITIZED_DIR
+def version_path(run_dir: Path, mode: str, n: int) -> Path:
+    """``run_dir/reprioritized/expert-<mode>-<n>``: where version ``n`` of a re-prioritized
+    expert buffer is saved."""
+    return run_dir / REPRIORITIZED_DIR / f"expert-{mode}-{n}"
+
+
+def next_version(run_dir: Path, mode: str) -> int:
+    """The smallest ``n >= 1`` whose :func:`version_path` is free now.
+
+    Only a first guess: another session may take it before this one saves, which is why
+    :func:`save_reprioritized` creates without replacing and moves on to the next ``n``.
+    """
     n = 1
-    while (folder / f"expert-{mode}-{n}").exists():
+    while version_path(run_dir, mode, n).exists():
         n += 1
-    return folder / f"expert-{mode}-{n}"
+    return n
 
 
-def save_reprioritized(source: Path, target: Path, priorities: np.ndarray) -> Path:
+# Versions tried past the first guess before giving up (other sessions saving at once).
+SAVE_ATTEMPTS = 100
+
+
+def save_reprioritized(
+    source: Path, run_dir: Path, mode: str, priorities: np.ndarray
+) -> Path:
     """Load the expert checkpoint ``source`` afresh, set ``priorities`` (one per trajectory)
-    and save it as a new checkpoint at ``target`` (bufcore's atomic save).
+    and save it as a new version under ``run_dir/reprioritized/`` (:func:`version_path`).
+
+    The save only creates (bufcore's ``save(..., replace=False)``, atomic): when another
+    session took the version meanwhile, the next one is tried, so two sessions saving at
+    once both keep their checkpoint and nothing is ever overwritten.
 
     Returns:
-        ``target``.
+        The new checkpoint's directory.
 
     Raises:
-        FileExistsError: ``target`` exists (a checkpoint is never overwritten from here).
+        FileExistsError: :data:`SAVE_ATTEMPTS` versions in a row were taken meanwhile.
         ValueError, IndexError, TypeError: the buffer refuses the priorities.
-        OSError, CorruptCheckpointError: ``source`` cannot be read or ``target`` written.
+        OSError, CorruptCheckpointError: ``source`` cannot be read or the version written.
     """
-    if target.exists():
-        raise FileExistsError(f"{target}: exists already; a new version needs a new directory")
     buffer = load_buffer(source, device="cpu")
     values = torch.as_tensor(np.asarray(priorities, dtype=np.float64))
     if values.shape != (len(buffer.motion_ids),):
@@ -308,8 +326,18 @@ def save_reprioritized(source: Path, target: Path, priorities: np.ndarray) -> Pa
             f"got shape {list(values.shape)}"
         )
     buffer.update_priorities(values, torch.arange(len(values)))
-    buffer.save(target)
-    return target
+    first = next_version(run_dir, mode)
+    for n in range(first, first + SAVE_ATTEMPTS):
+        target = version_path(run_dir, mode, n)
+        try:
+            buffer.save(target, replace=False)
+        except FileExistsError:
+            continue  # taken since it was picked: another session saved it
+        return target
+    raise FileExistsError(
+        f"{version_path(run_dir, mode, first)}: this version and the next "
+        f"{SAVE_ATTEMPTS - 1} were all taken while saving; nothing was written"
+    )
 
 
 def format_options(mode: str, min_val: float, max_val: float, scale: float) -> str:

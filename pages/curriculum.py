@@ -23,12 +23,11 @@ from app.curriculum_view import (
     motion_order,
     motion_view,
     new_priorities,
-    next_version,
     per_motion,
     save_reprioritized,
     trajectory_priorities,
 )
-from app.run_data import EXPERT, READ_ERRORS, save_base
+from app.run_data import EXPERT, READ_ERRORS, REPRIORITIZED_DIR, save_base
 from app.sources import OutsideRootsError, resolve_under_roots
 
 MODES = ["lin", "exp", "bin"]
@@ -170,9 +169,9 @@ if save_col.button("Save as new checkpoint", key="cur_save"):
     config = ui.dashboard_config()
     try:
         base = resolve_under_roots(save_base(source.path, source.kind), config.roots)
-        target = next_version(base, mode)
-        resolve_under_roots(target, config.roots)
-        written = save_reprioritized(expert_entry.path, target, new)
+        # The folder the versions go in must stay under the roots too (it could be a link).
+        resolve_under_roots(base / REPRIORITIZED_DIR, config.roots)
+        written = save_reprioritized(expert_entry.path, base, mode, new)
     except OutsideRootsError as err:
         save_col.error(f"Not saved: {err}")
     except (*READ_ERRORS, FileExistsError, IndexError, TypeError) as err:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app import curriculum_view
 from app.curriculum_view import (
     history_from_checkpoint,
     history_from_records,
@@ -17,9 +18,11 @@ from app.curriculum_view import (
     per_motion,
     sampling_probability,
     save_reprioritized,
+    version_path,
 )
 from app.run_data import read_log
 from bufcore import load_buffer
+from bufcore.persist import checkpoint
 
 
 def test_history_from_the_log_matches_the_history_saved_in_run_json(demo_run: Path) -> None:
@@ -93,8 +96,8 @@ def test_saving_twice_writes_two_versions_and_leaves_the_source_byte_identical(
     before = {p.name: p.read_bytes() for p in source.iterdir()}
     count = len(load_buffer(source).motion_ids)
     wanted = np.arange(1, count + 1, dtype=np.float64)
-    first = save_reprioritized(source, next_version(run_copy, "lin"), wanted)
-    second = save_reprioritized(source, next_version(run_copy, "lin"), wanted[::-1].copy())
+    first = save_reprioritized(source, run_copy, "lin", wanted)
+    second = save_reprioritized(source, run_copy, "lin", wanted[::-1].copy())
     assert first != second and first.name == "expert-lin-1" and second.name == "expert-lin-2"
     np.testing.assert_allclose(load_buffer(first).priorities.numpy(), wanted / wanted.sum(),
                                rtol=1e-6)
@@ -103,10 +106,62 @@ def test_saving_twice_writes_two_versions_and_leaves_the_source_byte_identical(
     assert {p.name: p.read_bytes() for p in source.iterdir()} == before
 
 
-def test_saving_onto_an_existing_directory_is_refused(run_copy: Path) -> None:
+def test_two_sessions_that_pick_the_same_version_both_keep_their_checkpoint(
+    run_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = run_copy / "checkpoint" / "buffers" / "expert"
-    with pytest.raises(FileExistsError):
-        save_reprioritized(source, source, np.ones(3))
+    count = len(load_buffer(source).motion_ids)
+    ours, theirs = np.arange(1.0, count + 1), np.arange(count, 0.0, -1)
+    # Both sessions looked before either saved: both pick version 1.
+    monkeypatch.setattr(curriculum_view, "next_version", lambda run_dir, mode: 1)
+    first = save_reprioritized(source, run_copy, "exp", theirs)
+    second = save_reprioritized(source, run_copy, "exp", ours)
+    assert (first.name, second.name) == ("expert-exp-1", "expert-exp-2")
+    np.testing.assert_allclose(load_buffer(first).priorities.numpy(), theirs / theirs.sum(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(load_buffer(second).priorities.numpy(), ours / ours.sum(),
+                               rtol=1e-6)
+
+
+def test_a_version_saved_by_another_session_while_this_one_writes_is_not_replaced(
+    run_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    count = len(load_buffer(source).motion_ids)
+    ours, theirs = np.arange(1.0, count + 1), np.arange(count, 0.0, -1)
+    write_files = checkpoint._write_files
+
+    def other_session_saves_meanwhile(*args: object, **kwargs: object) -> None:
+        write_files(*args, **kwargs)  # type: ignore[arg-type]
+        monkeypatch.setattr(checkpoint, "_write_files", write_files)
+        # It picked the same version (1, still free) and publishes it first.
+        assert save_reprioritized(source, run_copy, "bin", theirs).name == "expert-bin-1"
+
+    monkeypatch.setattr(checkpoint, "_write_files", other_session_saves_meanwhile)
+    mine = save_reprioritized(source, run_copy, "bin", ours)
+    assert mine.name == "expert-bin-2"
+    np.testing.assert_allclose(
+        load_buffer(version_path(run_copy, "bin", 1)).priorities.numpy(),
+        theirs / theirs.sum(), rtol=1e-6,
+    )
+    np.testing.assert_allclose(load_buffer(mine).priorities.numpy(), ours / ours.sum(),
+                               rtol=1e-6)
+
+
+def test_the_version_picker_returns_the_smallest_free_number(run_copy: Path) -> None:
+    for n in (1, 3):
+        version_path(run_copy, "lin", n).mkdir(parents=True)
+    assert next_version(run_copy, "lin") == 2
+    assert next_version(run_copy, "exp") == 1
+
+
+def test_priorities_of_the_wrong_size_are_refused_before_anything_is_written(
+    run_copy: Path,
+) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    with pytest.raises(ValueError, match="one per trajectory"):
+        save_reprioritized(source, run_copy, "lin", np.ones(10_000))
+    assert not (run_copy / "reprioritized").exists()
 
 
 def test_the_motion_history_figure_refuses_an_unrecorded_motion() -> None:

@@ -152,5 +152,5 @@ def test_runs_follow_the_order_of_the_windows() -> None:
 def test_impossible_windows_are_refused_naming_the_argument(
     starts: list[int], seq_length: int, capacity: int
 ) -> None:
-    with pytest.raises(ValueError, match="capacity|seq_length|starts"):
+    with pytest.raises(ValueError, match=r"capacity|seq_length|starts"):
         window_runs(np.array(starts), seq_length, capacity)

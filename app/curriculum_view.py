@@ -47,6 +47,8 @@ class CurriculumHistory:
         probability: ``[R, M]`` the expert buffer's normalised priorities after each round.
         source: Where it was read (``"metrics.jsonl"`` or ``"run.json"``).
         problems: Records that were skipped, one message each.
+        per_episode: The records listed motions once per episode (several episodes of a
+            motion); the columns are per motion (:func:`per_motion_columns`).
     """
 
     steps: np.ndarray
@@ -56,6 +58,7 @@ class CurriculumHistory:
     probability: np.ndarray
     source: str
     problems: tuple[str, ...] = ()
+    per_episode: bool = False
 
     @property
     def rounds(self) -> int:
@@ -93,16 +96,57 @@ def effective_size(probability: np.ndarray) -> np.ndarray:
     return np.asarray(np.divide(1.0, squares, out=np.zeros_like(squares), where=squares > 0))
 
 
+class UnmappedRecords(ValueError):
+    """A log holds ``eval`` records but none of them can be mapped to motions."""
+
+
+def per_motion_columns(
+    ids: Sequence[int], columns: Mapping[str, np.ndarray]
+) -> tuple[list[int], dict[str, np.ndarray], np.ndarray]:
+    """One entry per motion from a record with one entry per *trajectory*.
+
+    An expert buffer may hold several episodes of one motion; its ``eval`` records then list
+    a motion once per episode (as ``buffer.motion_ids`` does). Per motion: the EMD and the
+    priority are the mean over its episodes (each episode gets its motion's values, so the
+    mean is that value), the probability the sum (the chance a draw comes from the motion).
+
+    Returns:
+        ``(motions, columns, episodes)``: motions in order of first appearance, the columns per
+        motion, and the number of entries each motion had.
+    """
+    motions, inverse, episodes = np.unique(
+        np.asarray(ids, dtype=np.int64), return_inverse=True, return_counts=True
+    )
+    first = np.full(len(motions), len(ids))
+    np.minimum.at(first, inverse, np.arange(len(ids)))
+    order = np.argsort(first, kind="stable")  # keep the record's own motion order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    slot = rank[inverse]
+    grouped = {}
+    for key, column in columns.items():
+        sums = np.bincount(slot, weights=column, minlength=len(motions))
+        grouped[key] = sums if key == "probability" else sums / episodes[order]
+    return motions[order].tolist(), grouped, episodes[order]
+
+
 def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHistory | None:
     """The history in the ``eval`` records of a metrics log (None when there is none).
 
-    Columns follow the first valid record's motion order; a later record with other motions
-    or malformed fields is skipped, with a message in ``problems``.
+    A record listing a motion several times (an expert buffer with several episodes per
+    motion) is reduced to one column per motion (:func:`per_motion_columns`). Columns follow
+    the first valid record's motion order; a later record with other motions or malformed
+    fields is skipped, with a message in ``problems``.
+
+    Raises:
+        UnmappedRecords: there are ``eval`` records but none is usable (the message says why,
+            from the first few).
     """
     problems: list[str] = []
     steps: list[int] = []
     rows: dict[str, list[np.ndarray]] = {"emd": [], "priority": [], "probability": []}
     order: list[int] | None = None
+    repeated = False
     for record in records:
         if record.get("kind") != "eval":
             continue
@@ -123,16 +167,27 @@ def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHist
         if any(column.shape != (len(ids),) for column in columns.values()):
             problems.append(f"{where}: emd/priority/probability do not match motion_ids")
             continue
+        if not ids:
+            problems.append(f"{where}: lists no motions")
+            continue
+        motions, columns, episodes = per_motion_columns(ids, columns)
+        repeated = repeated or bool((episodes > 1).any())
         if order is None:
-            order = ids
-        if sorted(ids) != sorted(order) or len(set(ids)) != len(ids):
+            order = motions
+        if sorted(motions) != sorted(order):
             problems.append(f"{where}: holds other motions than the first round")
             continue
-        position = np.argsort(ids)[np.searchsorted(np.sort(ids), order)]
+        position = np.argsort(motions)[np.searchsorted(np.sort(motions), order)]
         steps.append(step)
         for key, column in columns.items():
             rows[key].append(column[position])
-    if order is None or not steps:
+    if not steps or order is None:
+        if problems:
+            shown = "; ".join(problems[:3])
+            raise UnmappedRecords(
+                f"{len(problems)} eval records, none usable: {shown}"
+                + (" ..." if len(problems) > 3 else "")
+            )
         return None
     return CurriculumHistory(
         steps=np.asarray(steps, dtype=np.int64),
@@ -142,6 +197,7 @@ def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHist
         probability=np.stack(rows["probability"]),
         source="metrics.jsonl",
         problems=tuple(problems),
+        per_episode=repeated,
     )
 
 

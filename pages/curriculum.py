@@ -52,7 +52,10 @@ if history is None:
     st.stop()
 ui.show_problems(history.problems, what="eval records")
 st.caption(f"{history.rounds} rounds over {len(history.motion_ids)} motions, from "
-           f"`{history.source}`.")
+           f"`{history.source}`."
+           + (" The expert buffer holds several episodes of some motions: each motion's EMD "
+              "and priority are the mean over its episodes, its probability their sum."
+              if history.per_episode else ""))
 
 # `or`: a selectbox with options never returns None, but its type says it may.
 sort = st.selectbox(

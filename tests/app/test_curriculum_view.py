@@ -10,6 +10,7 @@ import pytest
 
 from app import curriculum_view
 from app.curriculum_view import (
+    UnmappedRecords,
     history_from_checkpoint,
     history_from_records,
     motion_order,
@@ -42,6 +43,62 @@ def test_a_record_with_other_motions_is_skipped_with_a_message() -> None:
     history = history_from_records([good, other])
     assert history is not None and history.rounds == 1
     assert len(history.problems) == 1
+
+
+def per_episode_record(step: int, episodes: dict[int, int], emd: dict[int, float]
+                       ) -> dict[str, object]:
+    """An eval record of an expert buffer holding ``episodes[m]`` episodes of motion ``m``:
+    one entry per episode, as the demo logs ``buffer.motion_ids`` (each episode gets its
+    motion's EMD and priority; probability is the buffer's, per episode)."""
+    ids = [m for m, n in episodes.items() for _ in range(n)]
+    priority = [2.0 * emd[m] for m in ids]
+    total = sum(priority)
+    return {"kind": "eval", "step": step, "motion_ids": ids, "emd": [emd[m] for m in ids],
+            "priority": priority, "probability": [p / total for p in priority]}
+
+
+@pytest.mark.parametrize("episodes", [{7: 2, 3: 1}, {7: 3, 3: 3, 9: 2}, {4: 5}])
+def test_records_with_several_episodes_per_motion_give_one_column_per_motion(
+    episodes: dict[int, int],
+) -> None:
+    rounds = [{m: 1.0 + r + m / 10 for m in episodes} for r in range(3)]
+    history = history_from_records(
+        [per_episode_record(10 * r, episodes, emd) for r, emd in enumerate(rounds)]
+    )
+    assert history is not None and history.per_episode
+    assert history.motion_ids.tolist() == list(episodes)
+    assert history.steps.tolist() == [0, 10, 20]
+    np.testing.assert_allclose(history.emd, [[emd[m] for m in episodes] for emd in rounds])
+    np.testing.assert_allclose(history.priority, 2.0 * history.emd)
+    # A motion's probability is the sum over its episodes.
+    weights = np.array([n * 2.0 * rounds[-1][m] for m, n in episodes.items()])
+    np.testing.assert_allclose(history.probability[-1], weights / weights.sum())
+    np.testing.assert_allclose(history.probability.sum(axis=1), 1.0)
+
+
+def test_one_episode_per_motion_is_not_marked_per_episode(demo_run: Path) -> None:
+    history = history_from_records(read_log(demo_run / "metrics.jsonl").records)
+    assert history is not None and not history.per_episode
+
+
+def test_rounds_listing_episodes_in_another_order_line_up_by_motion() -> None:
+    first = per_episode_record(1, {1: 2, 2: 1}, {1: 1.0, 2: 2.0})
+    second = per_episode_record(2, {2: 1, 1: 2}, {1: 3.0, 2: 4.0})
+    history = history_from_records([first, second])
+    assert history is not None
+    assert history.motion_ids.tolist() == [1, 2]
+    np.testing.assert_allclose(history.emd, [[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_eval_records_that_cannot_be_mapped_raise_saying_why() -> None:
+    broken = {"kind": "eval", "step": 5, "motion_ids": [1, 2], "emd": [1.0],
+              "priority": [1.0, 1.0]}
+    with pytest.raises(UnmappedRecords, match=r"1 eval records.*step 5.*do not match"):
+        history_from_records([broken])
+
+
+def test_a_log_without_eval_records_has_no_history() -> None:
+    assert history_from_records([{"kind": "train", "step": 1}]) is None
 
 
 @pytest.mark.parametrize("count", [1, 2, 5])

@@ -46,8 +46,8 @@ if source is None or data is None:
 history = ui.history_of(source, data)
 if history is None:
     st.info(
-        f"{source.path}: no curriculum rounds yet (no `eval` records in metrics.jsonl and no "
-        "curriculum in checkpoint/run.json)."
+        f"{source.path}: no curriculum rounds to show (no usable `eval` records in "
+        "metrics.jsonl and no curriculum in checkpoint/run.json)."
     )
     st.stop()
 ui.show_problems(history.problems, what="eval records")

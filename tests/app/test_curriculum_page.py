@@ -157,3 +157,19 @@ def test_eval_records_that_cannot_be_mapped_say_so_naming_the_log(
     assert any(log in i.value and "cannot be mapped" in i.value for i in at.info)
     # The rounds saved in run.json are shown instead.
     assert "from `run.json`" in " ".join(c.value for c in at.caption)
+
+
+def test_unmappable_records_and_no_saved_curriculum_explain_both(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    rewrite_eval_records(run_copy, lambda r: {**r, "emd": r["emd"][:1]})
+    state_file = run_copy / "checkpoint" / "run.json"
+    state = json.loads(state_file.read_text())
+    del state["curriculum"]
+    state_file.write_text(json.dumps(state))
+    at = dashboard("curriculum", run_copy)
+    assert not at.exception
+    messages = [i.value for i in at.info]
+    assert any(str(run_copy / "metrics.jsonl") in m and "cannot be mapped" in m
+               for m in messages)
+    assert any("no curriculum rounds to show" in m for m in messages)

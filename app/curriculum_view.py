@@ -11,7 +11,8 @@ with ``"trajectory"`` weighting a trajectory is drawn in proportion to its prior
 at least ``need`` rows (else never); with ``"window"`` weighting in proportion to priority
 times its number of window starts. :func:`sampling_probability` computes that exactly.
 Saving writes a *new* expert checkpoint through bufcore (load, ``update_priorities``,
-``save``); the source checkpoint is never touched.
+``save(replace=False)``) as the next free version; the source checkpoint and every other
+version are never touched, even by sessions saving at the same moment.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class CurriculumHistory:
         probability: ``[R, M]`` the expert buffer's normalised priorities after each round.
         source: Where it was read (``"metrics.jsonl"`` or ``"run.json"``).
         problems: Records that were skipped, one message each.
+        per_episode: The records listed motions once per episode (several episodes of a
+            motion); the columns are per motion (:func:`per_motion_columns`).
     """
 
     steps: np.ndarray
@@ -55,6 +58,7 @@ class CurriculumHistory:
     probability: np.ndarray
     source: str
     problems: tuple[str, ...] = ()
+    per_episode: bool = False
 
     @property
     def rounds(self) -> int:
@@ -92,16 +96,57 @@ def effective_size(probability: np.ndarray) -> np.ndarray:
     return np.asarray(np.divide(1.0, squares, out=np.zeros_like(squares), where=squares > 0))
 
 
+class UnmappedRecords(ValueError):
+    """A log holds ``eval`` records but none of them can be mapped to motions."""
+
+
+def per_motion_columns(
+    ids: Sequence[int], columns: Mapping[str, np.ndarray]
+) -> tuple[list[int], dict[str, np.ndarray], np.ndarray]:
+    """One entry per motion from a record with one entry per *trajectory*.
+
+    An expert buffer may hold several episodes of one motion; its ``eval`` records then list
+    a motion once per episode (as ``buffer.motion_ids`` does). Per motion: the EMD and the
+    priority are the mean over its episodes (each episode gets its motion's values, so the
+    mean is that value), the probability the sum (the chance a draw comes from the motion).
+
+    Returns:
+        ``(motions, columns, episodes)``: motions in order of first appearance, the columns per
+        motion, and the number of entries each motion had.
+    """
+    motions, inverse, episodes = np.unique(
+        np.asarray(ids, dtype=np.int64), return_inverse=True, return_counts=True
+    )
+    first = np.full(len(motions), len(ids))
+    np.minimum.at(first, inverse, np.arange(len(ids)))
+    order = np.argsort(first, kind="stable")  # keep the record's own motion order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    slot = rank[inverse]
+    grouped = {}
+    for key, column in columns.items():
+        sums = np.bincount(slot, weights=column, minlength=len(motions))
+        grouped[key] = sums if key == "probability" else sums / episodes[order]
+    return motions[order].tolist(), grouped, episodes[order]
+
+
 def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHistory | None:
     """The history in the ``eval`` records of a metrics log (None when there is none).
 
-    Columns follow the first valid record's motion order; a later record with other motions
-    or malformed fields is skipped, with a message in ``problems``.
+    A record listing a motion several times (an expert buffer with several episodes per
+    motion) is reduced to one column per motion (:func:`per_motion_columns`). Columns follow
+    the first valid record's motion order; a later record with other motions or malformed
+    fields is skipped, with a message in ``problems``.
+
+    Raises:
+        UnmappedRecords: there are ``eval`` records but none is usable (the message says why,
+            from the first few).
     """
     problems: list[str] = []
     steps: list[int] = []
     rows: dict[str, list[np.ndarray]] = {"emd": [], "priority": [], "probability": []}
     order: list[int] | None = None
+    repeated = False
     for record in records:
         if record.get("kind") != "eval":
             continue
@@ -122,16 +167,27 @@ def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHist
         if any(column.shape != (len(ids),) for column in columns.values()):
             problems.append(f"{where}: emd/priority/probability do not match motion_ids")
             continue
+        if not ids:
+            problems.append(f"{where}: lists no motions")
+            continue
+        motions, columns, episodes = per_motion_columns(ids, columns)
+        repeated = repeated or bool((episodes > 1).any())
         if order is None:
-            order = ids
-        if sorted(ids) != sorted(order) or len(set(ids)) != len(ids):
+            order = motions
+        if sorted(motions) != sorted(order):
             problems.append(f"{where}: holds other motions than the first round")
             continue
-        position = np.argsort(ids)[np.searchsorted(np.sort(ids), order)]
+        position = np.argsort(motions)[np.searchsorted(np.sort(motions), order)]
         steps.append(step)
         for key, column in columns.items():
             rows[key].append(column[position])
-    if order is None or not steps:
+    if not steps or order is None:
+        if problems:
+            shown = "; ".join(problems[:3])
+            raise UnmappedRecords(
+                f"{len(problems)} eval records, none usable: {shown}"
+                + (" ..." if len(problems) > 3 else "")
+            )
         return None
     return CurriculumHistory(
         steps=np.asarray(steps, dtype=np.int64),
@@ -141,6 +197,7 @@ def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHist
         probability=np.stack(rows["probability"]),
         source="metrics.jsonl",
         problems=tuple(problems),
+        per_episode=repeated,
     )
 
 
@@ -277,29 +334,46 @@ def trajectory_priorities(
     return normalised(np.array([lookup[int(m)] for m in trajectory_motions]))
 
 
-def next_version(run_dir: Path, mode: str) -> Path:
-    """``run_dir/reprioritized/expert-<mode>-<n>`` with the smallest ``n >= 1`` not taken."""
-    folder = run_dir / REPRIORITIZED_DIR
+def version_path(run_dir: Path, mode: str, n: int) -> Path:
+    """``run_dir/reprioritized/expert-<mode>-<n>``: where version ``n`` of a re-prioritized
+    expert buffer is saved."""
+    return run_dir / REPRIORITIZED_DIR / f"expert-{mode}-{n}"
+
+
+def next_version(run_dir: Path, mode: str) -> int:
+    """The smallest ``n >= 1`` whose :func:`version_path` is free now.
+
+    Only a first guess: another session may take it before this one saves, which is why
+    :func:`save_reprioritized` creates without replacing and moves on to the next ``n``.
+    """
     n = 1
-    while (folder / f"expert-{mode}-{n}").exists():
+    while version_path(run_dir, mode, n).exists():
         n += 1
-    return folder / f"expert-{mode}-{n}"
+    return n
 
 
-def save_reprioritized(source: Path, target: Path, priorities: np.ndarray) -> Path:
+# Versions tried past the first guess before giving up (other sessions saving at once).
+SAVE_ATTEMPTS = 100
+
+
+def save_reprioritized(
+    source: Path, run_dir: Path, mode: str, priorities: np.ndarray
+) -> Path:
     """Load the expert checkpoint ``source`` afresh, set ``priorities`` (one per trajectory)
-    and save it as a new checkpoint at ``target`` (bufcore's atomic save).
+    and save it as a new version under ``run_dir/reprioritized/`` (:func:`version_path`).
+
+    The save only creates (bufcore's ``save(..., replace=False)``, atomic): when another
+    session took the version meanwhile, the next one is tried, so two sessions saving at
+    once both keep their checkpoint and nothing is ever overwritten.
 
     Returns:
-        ``target``.
+        The new checkpoint's directory.
 
     Raises:
-        FileExistsError: ``target`` exists (a checkpoint is never overwritten from here).
+        FileExistsError: :data:`SAVE_ATTEMPTS` versions in a row were taken meanwhile.
         ValueError, IndexError, TypeError: the buffer refuses the priorities.
-        OSError, CorruptCheckpointError: ``source`` cannot be read or ``target`` written.
+        OSError, CorruptCheckpointError: ``source`` cannot be read or the version written.
     """
-    if target.exists():
-        raise FileExistsError(f"{target}: exists already; a new version needs a new directory")
     buffer = load_buffer(source, device="cpu")
     values = torch.as_tensor(np.asarray(priorities, dtype=np.float64))
     if values.shape != (len(buffer.motion_ids),):
@@ -308,8 +382,18 @@ def save_reprioritized(source: Path, target: Path, priorities: np.ndarray) -> Pa
             f"got shape {list(values.shape)}"
         )
     buffer.update_priorities(values, torch.arange(len(values)))
-    buffer.save(target)
-    return target
+    first = next_version(run_dir, mode)
+    for n in range(first, first + SAVE_ATTEMPTS):
+        target = version_path(run_dir, mode, n)
+        try:
+            buffer.save(target, replace=False)
+        except FileExistsError:
+            continue  # taken since it was picked: another session saved it
+        return target
+    raise FileExistsError(
+        f"{version_path(run_dir, mode, first)}: this version and the next "
+        f"{SAVE_ATTEMPTS - 1} were all taken while saving; nothing was written"
+    )
 
 
 def format_options(mode: str, min_val: float, max_val: float, scale: float) -> str:

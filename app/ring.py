@@ -118,6 +118,43 @@ def ring_segments(state: RingState, *, max_segments: int = 360) -> tuple[np.ndar
     return edges[:-1], sums / np.diff(edges)
 
 
+def window_runs(
+    starts: np.ndarray, seq_length: int, capacity: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The slots each window of ``seq_length`` time rows covers, as runs of adjacent slots.
+
+    A window starting near the ring's end continues at slot 0 (``(start + k) % capacity``),
+    so it is two runs: ``[start, capacity - 1]`` and ``[0, rest - 1]``.
+
+    Returns:
+        ``(window, first, last)``: for each run, the index of its window in ``starts`` and its
+        first and last slot (inclusive); one run per window, two for a wrapped one.
+
+    Raises:
+        ValueError: ``capacity < 1``, ``seq_length`` outside ``[1, capacity]``, or a start
+            outside ``[0, capacity)``.
+    """
+    if capacity < 1:
+        raise ValueError(f"capacity: expected >= 1, got {capacity}")
+    if not 1 <= seq_length <= capacity:
+        raise ValueError(f"seq_length: expected in [1, {capacity}], got {seq_length}")
+    first = np.asarray(starts, dtype=np.int64).reshape(-1)
+    if first.size and (first.min() < 0 or first.max() >= capacity):
+        raise ValueError(f"starts: expected slots in [0, {capacity}), got {first.min()}.."
+                         f"{first.max()}")
+    window = np.arange(len(first))
+    end = first + seq_length - 1
+    wrapped = end >= capacity
+    # The part before the wrap ends at the last slot; the rest starts again at slot 0.
+    head_last = np.minimum(end, capacity - 1)
+    order = np.argsort(np.concatenate([window, window[wrapped]]), kind="stable")
+    return (
+        np.concatenate([window, window[wrapped]])[order],
+        np.concatenate([first, np.zeros(int(wrapped.sum()), dtype=np.int64)])[order],
+        np.concatenate([head_last, end[wrapped] - capacity])[order],
+    )
+
+
 @dataclass(frozen=True)
 class BinnedMap:
     """A ``[time, env]`` flag map reduced to at most a cell budget, any flag in a bin kept.

@@ -8,39 +8,52 @@ import plotly.graph_objects as go
 
 from app.downsample import MAX_POINTS
 from app.figures import styled
-from app.ring import BinnedMap
+from app.ring import BinnedMap, window_runs
 from app.ring_figures import CURSOR, boundary_map_figure
 
 DRAWN = "#e45756"
 EXPECTED = "#9ca3af"
 EMPIRICAL = "#4c78a8"
+# How far a window's bar reaches into its first and last cell (cells are 1 row wide).
+RUN_EDGE = 0.4
 
 
 def landing_map_figure(
     binned: BinnedMap, cursor: int, starts: np.ndarray, envs: np.ndarray, seq_length: int,
     *, end_key: str,
 ) -> go.Figure:
-    """The episode-boundary map with each drawn window as a red bar from its first to its last
-    time row (in its env), a dot at its start."""
+    """The episode-boundary map with each drawn window as a red bar over the time rows it
+    covers (in its env), a dot at its start. A window that runs past the ring's last slot
+    continues at slot 0: it is drawn as two bars (:func:`app.ring.window_runs`).
+
+    Raises:
+        ValueError: ``starts`` and ``envs`` differ in length, or as :func:`window_runs`.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    envs = np.asarray(envs, dtype=np.int64)
+    if starts.shape != envs.shape:
+        raise ValueError(f"envs: expected one per start ({starts.shape}), got {envs.shape}")
     figure = boundary_map_figure(binned, cursor, end_key=end_key)
-    xs: list[float | None] = []
-    ys: list[float | None] = []
-    for start, env in zip(starts.tolist(), envs.tolist(), strict=True):
-        end = min(start + seq_length - 1, binned.time_rows - 1)  # a wrapped window is clipped
-        xs += [start, end, None]
-        ys += [env, env, None]
+    window, first, last = window_runs(starts, seq_length, binned.time_rows)
+    # Each bar spans its cells (a slot's cell is [slot - 0.5, slot + 0.5]), so a run of one
+    # slot stays visible; None breaks the line between bars.
+    xs = np.column_stack([first - RUN_EDGE, last + RUN_EDGE, np.full(len(first), np.nan)])
+    ys = np.column_stack([envs[window], envs[window], np.full(len(first), np.nan)])
+    wraps = int((np.bincount(window, minlength=len(starts)) > 1).sum())
     figure.add_trace(
-        go.Scatter(x=xs, y=ys, mode="lines", line={"color": DRAWN, "width": 3},
+        go.Scatter(x=xs.reshape(-1), y=ys.reshape(-1).astype(np.float64), mode="lines",
+                   line={"color": DRAWN, "width": 3}, connectgaps=False,
                    name=f"drawn window ({seq_length} rows)", hoverinfo="skip")
     )
     figure.add_trace(
         go.Scatter(x=starts, y=envs, mode="markers", marker={"color": DRAWN, "size": 6},
                    name="window start", hovertemplate="start row %{x}<br>env %{y}<extra></extra>")
     )
+    wrapped = (f"; {wraps:,} run past the last slot and continue at slot 0" if wraps else "")
     figure.update_layout(
         title={"text": f"Where the batch landed: {len(starts):,} windows on the episode map"
-               f"<br><sup>{binned.caption()}; dark cells end an episode, red = drawn windows; "
-               "no window crosses a dark cell or the cursor</sup>"},
+               f"<br><sup>{binned.caption()}; dark cells end an episode, red = drawn windows"
+               f"{wrapped}; no window crosses a dark cell or the cursor</sup>"},
         showlegend=True,
     )
     return figure

@@ -19,6 +19,7 @@ import streamlit as st
 
 from app.curriculum_view import (
     CurriculumHistory,
+    UnmappedRecords,
     history_from_checkpoint,
     history_from_records,
 )
@@ -316,7 +317,12 @@ def history_of(source: Source, data: SourceData) -> CurriculumHistory | None:
     if data.has_log:
         log = load_log(source.path)
         show_problems(log.problems, what="log lines")
-        history = history_from_records(log.records)
+        try:
+            history = history_from_records(log.records)
+        except UnmappedRecords as err:
+            st.info(f"{source.path / METRICS_FILE}: its evaluation rounds cannot be mapped to "
+                    f"motions, so they are not shown ({err}).")
+            history = None
         if history is not None:
             return history
     checkpoint = checkpoint_dir(source.path)

@@ -23,12 +23,11 @@ from app.curriculum_view import (
     motion_order,
     motion_view,
     new_priorities,
-    next_version,
     per_motion,
     save_reprioritized,
     trajectory_priorities,
 )
-from app.run_data import EXPERT, READ_ERRORS, save_base
+from app.run_data import EXPERT, READ_ERRORS, REPRIORITIZED_DIR, save_base
 from app.sources import OutsideRootsError, resolve_under_roots
 
 MODES = ["lin", "exp", "bin"]
@@ -47,13 +46,16 @@ if source is None or data is None:
 history = ui.history_of(source, data)
 if history is None:
     st.info(
-        f"{source.path}: no curriculum rounds yet (no `eval` records in metrics.jsonl and no "
-        "curriculum in checkpoint/run.json)."
+        f"{source.path}: no curriculum rounds to show (no usable `eval` records in "
+        "metrics.jsonl and no curriculum in checkpoint/run.json)."
     )
     st.stop()
 ui.show_problems(history.problems, what="eval records")
 st.caption(f"{history.rounds} rounds over {len(history.motion_ids)} motions, from "
-           f"`{history.source}`.")
+           f"`{history.source}`."
+           + (" The expert buffer holds several episodes of some motions: each motion's EMD "
+              "and priority are the mean over its episodes, its probability their sum."
+              if history.per_episode else ""))
 
 # `or`: a selectbox with options never returns None, but its type says it may.
 sort = st.selectbox(
@@ -170,9 +172,9 @@ if save_col.button("Save as new checkpoint", key="cur_save"):
     config = ui.dashboard_config()
     try:
         base = resolve_under_roots(save_base(source.path, source.kind), config.roots)
-        target = next_version(base, mode)
-        resolve_under_roots(target, config.roots)
-        written = save_reprioritized(expert_entry.path, target, new)
+        # The folder the versions go in must stay under the roots too (it could be a link).
+        resolve_under_roots(base / REPRIORITIZED_DIR, config.roots)
+        written = save_reprioritized(expert_entry.path, base, mode, new)
     except OutsideRootsError as err:
         save_col.error(f"Not saved: {err}")
     except (*READ_ERRORS, FileExistsError, IndexError, TypeError) as err:

@@ -48,8 +48,11 @@ if source is not None and data is not None and entry is not None and entry.summa
         "Vectors shown", 1, MAX_POINTS, DEFAULT_POINTS, 500, key="z_points",
         bind="query-params", help=f"A random subset of at most {MAX_POINTS:,} stored z.",
     ))
+    # No default value: Resample sets this key through session state, and a widget with
+    # both logs a warning. Without one it starts at min_value, 0.
     seed = int(cols[1].number_input(
-        "Subset seed", 0, 2**31 - 1, 0, 1, key=SEED_KEY, bind="query-params",
+        "Subset seed", min_value=0, max_value=2**31 - 1, step=1, key=SEED_KEY,
+        bind="query-params",
         help="Seeds the torch.Generator that picks the subset; the same seed shows the same z.",
     ))
     cols[2].button("Resample subset", on_click=_next_subset, help="Draw another subset.")

@@ -150,12 +150,20 @@ class CheckpointedBuffer(ABC):
             raise StateError("rows", str(err)) from err
 
     # ---------------------------------------------------------------- saving
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str], *, replace: bool = True) -> None:
         """Publish a checkpoint directory at ``path`` atomically (README "Checkpoints").
+
+        Args:
+            path: The checkpoint directory; an existing checkpoint there is replaced.
+            replace: False: create a new checkpoint and never replace anything. If anything
+                exists at ``path``, or appears there while the checkpoint is written (another
+                saver), this raises and leaves it untouched; the check is atomic with the
+                final rename, so of two savers of one new path exactly one succeeds.
 
         Raises:
             ValueError: a key contains the nested key separator.
-            FileExistsError: ``path`` exists and is not a checkpoint directory.
+            FileExistsError: ``path`` exists and is not a checkpoint directory; with
+                ``replace=False``, anything exists at ``path``.
         """
         storage = self._storage
         state = {"seed": self.seed, "generator": generator_state(self._generator)}
@@ -168,7 +176,7 @@ class CheckpointedBuffer(ABC):
             arrays=storage.rows(),
             state={**state, **self._state()},
         )
-        save_checkpoint(path, checkpoint)
+        save_checkpoint(path, checkpoint, replace=replace)
 
     # --------------------------------------------------------------- loading
     @classmethod

@@ -10,7 +10,11 @@ is written into a *staging* entry beside the destination, named
   exchange, the old directory is moved aside first (a brief window without the path).
 
 Several writers may publish one path at once (two savers of one checkpoint): each retries
-until its rename or swap succeeds, so none fails and the last one's directory stays.
+until its rename or swap succeeds, so none fails and the last one's directory stays. A writer
+that must create and never replace (``replace=False``: a new version that nobody may overwrite)
+renames with ``renameat2(RENAME_NOREPLACE)`` instead, or where the system lacks it claims the
+name with ``mkdir`` first; either way the kernel decides in one step, so of two such writers one
+wins and the other gets ``FileExistsError``.
 
 The parent directory is fsynced afterwards, so the rename survives a crash. A writer killed
 halfway leaves its staging entry behind; the next publish of the same name removes the entries
@@ -19,6 +23,7 @@ whose process is gone.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -29,7 +34,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from bufcore.persist.syscalls import exchange, fsync_path
+from bufcore.persist.syscalls import exchange, fsync_path, rename_new
 
 # As many links as the kernel follows in one path (Linux's MAXSYMLINKS).
 _MAX_LINK_HOPS = 40
@@ -131,6 +136,7 @@ def publish_directory(
     *,
     replaceable: Callable[[Path], bool],
     kind: str = "directory that may be replaced",
+    replace: bool = True,
 ) -> None:
     """Run ``write(staging)`` to fill a directory beside ``path``, then swap it into place.
 
@@ -142,12 +148,17 @@ def publish_directory(
             for them either: ``write`` decides how each file reaches the disk).
         replaceable: Whether an existing directory at ``path`` may be replaced (and deleted).
         kind: What such a directory is, for the refusal (``"checkpoint directory"``).
+        replace: False: only create. Anything at ``path`` (even an empty directory or a
+            link), before the write or appearing during it, makes this raise and stay away
+            from it; checked atomically with the final rename.
 
     Raises:
         FileExistsError: ``path`` is a file, a symbolic link loop, or a directory
             ``replaceable`` refuses (refusing protects user data from being swapped out and
-            deleted).
+            deleted); with ``replace=False``, anything exists at ``path``.
     """
+    if not replace and os.path.lexists(path):
+        raise FileExistsError(f"path: {path} exists; refusing to replace it (replace=False)")
     destination = resolve_destination(path)
     parent = destination.parent
     if destination.exists() and (not destination.is_dir() or not replaceable(destination)):
@@ -162,11 +173,44 @@ def publish_directory(
         staging.chmod(_umask_mode(0o777))
         write(staging)
         fsync_path(staging, directory=True)
-        _put_in_place(staging, destination, replaceable)
+        if replace:
+            _put_in_place(staging, destination, replaceable)
+        else:
+            _put_new(staging, destination)
         fsync_path(parent, directory=True)
     finally:
         # After an exchange the staging name holds the previous directory.
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _put_new(staging: Path, destination: Path) -> None:
+    """Rename ``staging`` to ``destination`` if nothing is there, in one atomic step.
+
+    Without ``RENAME_NOREPLACE`` the name is claimed with ``mkdir`` (atomic: it fails if
+    anything is there) and ``staging`` renamed over that empty claim; a directory put into
+    the claim meanwhile makes the rename fail (``ENOTEMPTY``) rather than replace it.
+
+    Raises:
+        FileExistsError: something is at ``destination`` (left untouched).
+    """
+    refusal = f"path: {destination} exists; refusing to replace it (replace=False)"
+    try:
+        if rename_new(staging, destination):
+            return
+    except FileExistsError:
+        raise FileExistsError(refusal) from None
+    try:
+        os.mkdir(destination)
+    except FileExistsError:
+        raise FileExistsError(refusal) from None
+    try:
+        os.rename(staging, destination)
+    except OSError as err:
+        if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise FileExistsError(refusal) from None
+        with contextlib.suppress(OSError):  # our empty claim; never another's directory
+            os.rmdir(destination)
+        raise
 
 
 def _put_in_place(staging: Path, destination: Path, replaceable: Callable[[Path], bool]) -> None:

@@ -89,13 +89,22 @@ class BufferCheckpoint:
     state: dict[str, Any] = field(default_factory=dict)
 
 
-def save_checkpoint(path: str | os.PathLike[str], checkpoint: BufferCheckpoint) -> None:
+def save_checkpoint(
+    path: str | os.PathLike[str], checkpoint: BufferCheckpoint, *, replace: bool = True
+) -> None:
     """Write ``checkpoint`` as a directory at ``path``, atomically.
+
+    Args:
+        path: The checkpoint directory.
+        checkpoint: What to write.
+        replace: False: create only; anything at ``path`` is an error, checked atomically
+            with the final rename (:func:`bufcore.persist.atomic.publish_directory`).
 
     Raises:
         ValueError: a key contains the nested key separator or '/' (checked before any file is
             touched).
-        FileExistsError: ``path`` exists and is not a checkpoint directory.
+        FileExistsError: ``path`` exists and is not a checkpoint directory; with
+            ``replace=False``, anything exists at ``path``.
     """
     names = {p: join_key_path(p, checkpoint.separator) for p in checkpoint.spec}
     for key_path, name in names.items():
@@ -105,6 +114,7 @@ def save_checkpoint(path: str | os.PathLike[str], checkpoint: BufferCheckpoint) 
         lambda staging: _write_files(staging, checkpoint, names),
         replaceable=replaceable_checkpoint,
         kind="checkpoint directory",
+        replace=replace,
     )
 
 

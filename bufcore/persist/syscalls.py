@@ -2,11 +2,14 @@
 
 - :func:`exchange`: ``renameat2(RENAME_EXCHANGE)``, which swaps two paths atomically (how a new
   checkpoint directory replaces the old one without a moment in which neither exists).
+- :func:`rename_new`: ``renameat2(RENAME_NOREPLACE)``, a rename that fails if anything is at the
+  destination, checked by the kernel in the same step (how a save creates without replacing).
 - :func:`start_writeback`: ``sync_file_range(SYNC_FILE_RANGE_WRITE)``, a hint that starts writing
   a range to disk without waiting, so the final fsync has little left to do.
 - :func:`pwrite_all` and :func:`fsync_path`: loops and descriptor handling around ``os``.
 
-Both libc functions are Linux-only; elsewhere :func:`exchange` reports that it cannot swap and
+The libc functions are Linux-only; elsewhere :func:`exchange` and :func:`rename_new` report that
+they cannot, and
 :func:`start_writeback` does nothing.
 """
 
@@ -19,6 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+_RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 _SYNC_FILE_RANGE_WRITE = 2
@@ -45,12 +49,32 @@ def exchange(a: Path, b: Path) -> bool:
     Raises:
         OSError: the swap was possible but failed (permissions, a missing path, ...).
     """
+    return _renameat2(a, b, _RENAME_EXCHANGE)
+
+
+def rename_new(a: Path, b: Path) -> bool:
+    """Rename ``a`` to ``b`` only if nothing is at ``b`` (atomically); False where the system
+    cannot (the caller needs another way; nothing was renamed).
+
+    Raises:
+        FileExistsError: something (a file, a link, even an empty directory) is at ``b``.
+        OSError: the rename was possible but failed otherwise.
+    """
+    return _renameat2(a, b, _RENAME_NOREPLACE)
+
+
+def _renameat2(a: Path, b: Path, flags: int) -> bool:
+    """``renameat2(a, b, flags)``: True when done, False where unsupported.
+
+    Raises:
+        OSError: the call was supported but failed (the errno's subclass, naming ``b``).
+    """
     renameat2 = _function(
         "renameat2", (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
     )
     if renameat2 is None:
         return False
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), flags) == 0:
         return True
     code = ctypes.get_errno()
     if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):

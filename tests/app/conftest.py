@@ -8,12 +8,14 @@ page asked for, with Streamlit's caches cleared so no test sees another's result
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import streamlit as st
+from streamlit.elements.lib import policies
 from streamlit.testing.v1 import AppTest
 
 from app.sources import ROOTS_ENV, RUNS_ENV
@@ -75,3 +77,32 @@ def dashboard(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dashboard]:
     yield open_page
     st.cache_data.clear()
     st.cache_resource.clear()
+
+
+class _Collect(logging.Handler):
+    """Keeps every message logged to it."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def widget_warnings(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The warnings Streamlit logs about widget state (a widget with a default value whose
+    key is also set through session state) while the test runs.
+
+    Streamlit logs that warning once per process; the flag is reset so every test sees it.
+    Its logger does not propagate to pytest's caplog, so a handler is attached directly.
+    """
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    logger = logging.getLogger(policies.__name__)
+    handler = _Collect()
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)

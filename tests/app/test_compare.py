@@ -84,8 +84,8 @@ def test_a_reprioritized_version_can_be_compared_with_the_original(
 
     expert = run_copy / "checkpoint" / "buffers" / "expert"
     count = len(__import__("bufcore").load_buffer(expert).motion_ids)
-    save_reprioritized(expert, run_copy / "reprioritized" / "expert-lin-1",
-                       np.arange(1, count + 1, dtype=np.float64))
+    saved = save_reprioritized(expert, run_copy, "lin", np.arange(1, count + 1, dtype=np.float64))
+    assert saved == run_copy / "reprioritized" / "expert-lin-1"
     at = dashboard("compare", run_copy,
                    query={"cmp_b_expert": "reprioritized/expert-lin-1"})
     assert not at.exception

@@ -3,6 +3,7 @@ Apply keeps a session copy, Save writes new checkpoint versions and leaves the s
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -114,3 +115,61 @@ def test_the_motion_query_parameter_picks_the_followed_motion(
     assert not at.exception
     assert at.selectbox(key="motion").value == 2
     assert any("Motion 2 across rounds" in str(c.proto.spec) for c in at.get("plotly_chart"))
+
+
+def rewrite_eval_records(run: Path, change) -> None:  # type: ignore[no-untyped-def]
+    """Rewrite every eval record of ``run``'s metrics.jsonl with ``change(record)``."""
+    log = run / "metrics.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    log.write_text("".join(
+        json.dumps(change(r) if r.get("kind") == "eval" else r) + "\n" for r in records
+    ))
+
+
+def two_episodes_per_motion(record: dict) -> dict:  # type: ignore[type-arg]
+    """The record as an expert buffer holding every motion twice would log it."""
+    doubled = {k: [v for v in record[k] for _ in range(2)]
+               for k in ("motion_ids", "emd", "priority")}
+    doubled["probability"] = [p / 2 for p in record["probability"] for _ in range(2)]
+    return {**record, **doubled}
+
+
+def test_a_log_with_several_episodes_per_motion_shows_a_per_motion_history(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    rewrite_eval_records(run_copy, two_episodes_per_motion)
+    at = dashboard("curriculum", run_copy)
+    assert not at.exception and not at.error
+    captions = " ".join(c.value for c in at.caption)
+    assert "from `metrics.jsonl`" in captions
+    assert "several episodes" in captions
+    assert not at.info
+    assert len(at.get("plotly_chart")) >= 5  # heatmap, priorities, spread, bars, motion
+
+
+def test_eval_records_that_cannot_be_mapped_say_so_naming_the_log(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    rewrite_eval_records(run_copy, lambda r: {**r, "emd": r["emd"][:1]})
+    at = dashboard("curriculum", run_copy)
+    assert not at.exception
+    log = str(run_copy / "metrics.jsonl")
+    assert any(log in i.value and "cannot be mapped" in i.value for i in at.info)
+    # The rounds saved in run.json are shown instead.
+    assert "from `run.json`" in " ".join(c.value for c in at.caption)
+
+
+def test_unmappable_records_and_no_saved_curriculum_explain_both(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    rewrite_eval_records(run_copy, lambda r: {**r, "emd": r["emd"][:1]})
+    state_file = run_copy / "checkpoint" / "run.json"
+    state = json.loads(state_file.read_text())
+    del state["curriculum"]
+    state_file.write_text(json.dumps(state))
+    at = dashboard("curriculum", run_copy)
+    assert not at.exception
+    messages = [i.value for i in at.info]
+    assert any(str(run_copy / "metrics.jsonl") in m and "cannot be mapped" in m
+               for m in messages)
+    assert any("no curriculum rounds to show" in m for m in messages)

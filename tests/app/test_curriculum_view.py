@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app import curriculum_view
 from app.curriculum_view import (
+    UnmappedRecords,
     history_from_checkpoint,
     history_from_records,
     motion_order,
@@ -17,9 +19,11 @@ from app.curriculum_view import (
     per_motion,
     sampling_probability,
     save_reprioritized,
+    version_path,
 )
 from app.run_data import read_log
 from bufcore import load_buffer
+from bufcore.persist import checkpoint
 
 
 def test_history_from_the_log_matches_the_history_saved_in_run_json(demo_run: Path) -> None:
@@ -39,6 +43,62 @@ def test_a_record_with_other_motions_is_skipped_with_a_message() -> None:
     history = history_from_records([good, other])
     assert history is not None and history.rounds == 1
     assert len(history.problems) == 1
+
+
+def per_episode_record(step: int, episodes: dict[int, int], emd: dict[int, float]
+                       ) -> dict[str, object]:
+    """An eval record of an expert buffer holding ``episodes[m]`` episodes of motion ``m``:
+    one entry per episode, as the demo logs ``buffer.motion_ids`` (each episode gets its
+    motion's EMD and priority; probability is the buffer's, per episode)."""
+    ids = [m for m, n in episodes.items() for _ in range(n)]
+    priority = [2.0 * emd[m] for m in ids]
+    total = sum(priority)
+    return {"kind": "eval", "step": step, "motion_ids": ids, "emd": [emd[m] for m in ids],
+            "priority": priority, "probability": [p / total for p in priority]}
+
+
+@pytest.mark.parametrize("episodes", [{7: 2, 3: 1}, {7: 3, 3: 3, 9: 2}, {4: 5}])
+def test_records_with_several_episodes_per_motion_give_one_column_per_motion(
+    episodes: dict[int, int],
+) -> None:
+    rounds = [{m: 1.0 + r + m / 10 for m in episodes} for r in range(3)]
+    history = history_from_records(
+        [per_episode_record(10 * r, episodes, emd) for r, emd in enumerate(rounds)]
+    )
+    assert history is not None and history.per_episode
+    assert history.motion_ids.tolist() == list(episodes)
+    assert history.steps.tolist() == [0, 10, 20]
+    np.testing.assert_allclose(history.emd, [[emd[m] for m in episodes] for emd in rounds])
+    np.testing.assert_allclose(history.priority, 2.0 * history.emd)
+    # A motion's probability is the sum over its episodes.
+    weights = np.array([n * 2.0 * rounds[-1][m] for m, n in episodes.items()])
+    np.testing.assert_allclose(history.probability[-1], weights / weights.sum())
+    np.testing.assert_allclose(history.probability.sum(axis=1), 1.0)
+
+
+def test_one_episode_per_motion_is_not_marked_per_episode(demo_run: Path) -> None:
+    history = history_from_records(read_log(demo_run / "metrics.jsonl").records)
+    assert history is not None and not history.per_episode
+
+
+def test_rounds_listing_episodes_in_another_order_line_up_by_motion() -> None:
+    first = per_episode_record(1, {1: 2, 2: 1}, {1: 1.0, 2: 2.0})
+    second = per_episode_record(2, {2: 1, 1: 2}, {1: 3.0, 2: 4.0})
+    history = history_from_records([first, second])
+    assert history is not None
+    assert history.motion_ids.tolist() == [1, 2]
+    np.testing.assert_allclose(history.emd, [[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_eval_records_that_cannot_be_mapped_raise_saying_why() -> None:
+    broken = {"kind": "eval", "step": 5, "motion_ids": [1, 2], "emd": [1.0],
+              "priority": [1.0, 1.0]}
+    with pytest.raises(UnmappedRecords, match=r"1 eval records.*step 5.*do not match"):
+        history_from_records([broken])
+
+
+def test_a_log_without_eval_records_has_no_history() -> None:
+    assert history_from_records([{"kind": "train", "step": 1}]) is None
 
 
 @pytest.mark.parametrize("count", [1, 2, 5])
@@ -93,8 +153,8 @@ def test_saving_twice_writes_two_versions_and_leaves_the_source_byte_identical(
     before = {p.name: p.read_bytes() for p in source.iterdir()}
     count = len(load_buffer(source).motion_ids)
     wanted = np.arange(1, count + 1, dtype=np.float64)
-    first = save_reprioritized(source, next_version(run_copy, "lin"), wanted)
-    second = save_reprioritized(source, next_version(run_copy, "lin"), wanted[::-1].copy())
+    first = save_reprioritized(source, run_copy, "lin", wanted)
+    second = save_reprioritized(source, run_copy, "lin", wanted[::-1].copy())
     assert first != second and first.name == "expert-lin-1" and second.name == "expert-lin-2"
     np.testing.assert_allclose(load_buffer(first).priorities.numpy(), wanted / wanted.sum(),
                                rtol=1e-6)
@@ -103,10 +163,62 @@ def test_saving_twice_writes_two_versions_and_leaves_the_source_byte_identical(
     assert {p.name: p.read_bytes() for p in source.iterdir()} == before
 
 
-def test_saving_onto_an_existing_directory_is_refused(run_copy: Path) -> None:
+def test_two_sessions_that_pick_the_same_version_both_keep_their_checkpoint(
+    run_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = run_copy / "checkpoint" / "buffers" / "expert"
-    with pytest.raises(FileExistsError):
-        save_reprioritized(source, source, np.ones(3))
+    count = len(load_buffer(source).motion_ids)
+    ours, theirs = np.arange(1.0, count + 1), np.arange(count, 0.0, -1)
+    # Both sessions looked before either saved: both pick version 1.
+    monkeypatch.setattr(curriculum_view, "next_version", lambda run_dir, mode: 1)
+    first = save_reprioritized(source, run_copy, "exp", theirs)
+    second = save_reprioritized(source, run_copy, "exp", ours)
+    assert (first.name, second.name) == ("expert-exp-1", "expert-exp-2")
+    np.testing.assert_allclose(load_buffer(first).priorities.numpy(), theirs / theirs.sum(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(load_buffer(second).priorities.numpy(), ours / ours.sum(),
+                               rtol=1e-6)
+
+
+def test_a_version_saved_by_another_session_while_this_one_writes_is_not_replaced(
+    run_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    count = len(load_buffer(source).motion_ids)
+    ours, theirs = np.arange(1.0, count + 1), np.arange(count, 0.0, -1)
+    write_files = checkpoint._write_files
+
+    def other_session_saves_meanwhile(*args: object, **kwargs: object) -> None:
+        write_files(*args, **kwargs)  # type: ignore[arg-type]
+        monkeypatch.setattr(checkpoint, "_write_files", write_files)
+        # It picked the same version (1, still free) and publishes it first.
+        assert save_reprioritized(source, run_copy, "bin", theirs).name == "expert-bin-1"
+
+    monkeypatch.setattr(checkpoint, "_write_files", other_session_saves_meanwhile)
+    mine = save_reprioritized(source, run_copy, "bin", ours)
+    assert mine.name == "expert-bin-2"
+    np.testing.assert_allclose(
+        load_buffer(version_path(run_copy, "bin", 1)).priorities.numpy(),
+        theirs / theirs.sum(), rtol=1e-6,
+    )
+    np.testing.assert_allclose(load_buffer(mine).priorities.numpy(), ours / ours.sum(),
+                               rtol=1e-6)
+
+
+def test_the_version_picker_returns_the_smallest_free_number(run_copy: Path) -> None:
+    for n in (1, 3):
+        version_path(run_copy, "lin", n).mkdir(parents=True)
+    assert next_version(run_copy, "lin") == 2
+    assert next_version(run_copy, "exp") == 1
+
+
+def test_priorities_of_the_wrong_size_are_refused_before_anything_is_written(
+    run_copy: Path,
+) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    with pytest.raises(ValueError, match="one per trajectory"):
+        save_reprioritized(source, run_copy, "lin", np.ones(10_000))
+    assert not (run_copy / "reprioritized").exists()
 
 
 def test_the_motion_history_figure_refuses_an_unrecorded_motion() -> None:

@@ -13,6 +13,7 @@ from app.ring import (
     ring_state,
     slot_age,
     slot_age_series,
+    window_runs,
 )
 
 
@@ -119,3 +120,37 @@ def test_occupancy_reads_len_over_capacity_and_skips_records_without_the_buffer(
 def test_a_log_without_wrap_counts_leaves_the_count_unknown() -> None:
     assert latest_wraps([{"step": 1, "train": {"len": 1, "capacity": 2}}], "train") is None
     assert ring_state(2, 2, 0, True).wraps_text() == ">= 1"
+
+
+def covered(start: int, seq_length: int, capacity: int) -> list[int]:
+    window, first, last = window_runs(np.array([start]), seq_length, capacity)
+    assert window.tolist() == [0] * len(first)
+    return [slot for a, b in zip(first, last, strict=True) for slot in range(a, b + 1)]
+
+
+def test_a_window_running_past_the_last_slot_continues_at_slot_zero() -> None:
+    assert covered(5, 4, 7) == [5, 6, 0, 1]
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 7, 1000])
+def test_every_window_covers_seq_length_consecutive_ring_slots(capacity: int) -> None:
+    for seq_length in {1, 2, capacity} & set(range(1, capacity + 1)):
+        for start in {0, capacity // 2, capacity - 1}:
+            expected = [(start + k) % capacity for k in range(seq_length)]
+            assert covered(start, seq_length, capacity) == expected
+
+
+def test_runs_follow_the_order_of_the_windows() -> None:
+    window, first, last = window_runs(np.array([6, 1, 5]), 3, 7)
+    assert window.tolist() == [0, 0, 1, 2, 2]
+    assert first.tolist() == [6, 0, 1, 5, 0]
+    assert last.tolist() == [6, 1, 3, 6, 0]
+
+
+@pytest.mark.parametrize(("starts", "seq_length", "capacity"),
+                         [([0], 0, 7), ([0], 8, 7), ([7], 2, 7), ([-1], 1, 7), ([0], 1, 0)])
+def test_impossible_windows_are_refused_naming_the_argument(
+    starts: list[int], seq_length: int, capacity: int
+) -> None:
+    with pytest.raises(ValueError, match=r"capacity|seq_length|starts"):
+        window_runs(np.array(starts), seq_length, capacity)

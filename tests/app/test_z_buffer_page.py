@@ -41,6 +41,30 @@ def test_resample_draws_another_subset_under_a_new_seed(dashboard: Dashboard,
     assert "10 of 64 stored z (seed 1)" in captions(at)
 
 
+def test_resample_logs_no_widget_state_warning_and_puts_the_seed_in_the_link(
+    dashboard: Dashboard, demo_run: Path, widget_warnings: list[str]
+) -> None:
+    at = dashboard("z_buffer", demo_run, query={"z_points": "10"})
+    before = at.get("plotly_chart")[0].proto.spec
+    at.button[0].click().run()
+    at.button[0].click().run()
+    assert not at.exception
+    assert widget_warnings == []
+    assert at.query_params["z_seed"] == "2"
+    assert at.get("plotly_chart")[0].proto.spec != before  # another subset is drawn
+
+
+def test_a_link_with_the_resampled_seed_shows_the_same_subset(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("z_buffer", demo_run, query={"z_points": "10"})
+    at.button[0].click().run()
+    resampled = at.get("plotly_chart")[0].proto.spec
+    shared = dashboard("z_buffer", demo_run, query={"z_points": "10", "z_seed": "1"})
+    assert shared.number_input(key="z_seed").value == 1
+    assert shared.get("plotly_chart")[0].proto.spec == resampled
+
+
 def test_query_parameters_restore_the_subset_and_colour(dashboard: Dashboard,
                                                         demo_run: Path) -> None:
     at = dashboard("z_buffer", demo_run,

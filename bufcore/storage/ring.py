@@ -21,6 +21,11 @@ storage half-written.
 Saved rows come back through :meth:`RingStorage.restore` from a :class:`RowSource` (a checkpoint
 being read, or episodes being laid end to end), which copies them straight into the freshly
 allocated rows; :meth:`RingStorage.rows` gives the filled rows to save.
+
+A source may leave some leaves out (a checkpoint loaded with ``leaves=``): they keep their spec
+but get no memory (:attr:`RingStorage.absent`), and every method that would read or write one
+(views, gathers, writes, the rows to save) refuses with
+:class:`~bufcore.errors.LeafNotLoadedError` before it changes anything.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import numpy as np
 import torch
 
 from bufcore.checks import check_int
+from bufcore.errors import LeafNotLoadedError
 from bufcore.storage.batches import Batch, check_leaf, validate_batch
 from bufcore.storage.leaves import STORABLE as STORABLE
 from bufcore.storage.memory import byte_columns, copy_rows, overlaps, zeros_rows
@@ -41,6 +47,7 @@ from bufcore.tree import (
     LeafSpec,
     Spec,
     describe_spec,
+    format_key_path,
 )
 
 _ROW_ALIGN = 16
@@ -57,6 +64,8 @@ class RowSource(Protocol):
         spec: Key path -> trailing shape and dtype of every leaf.
         env_count: Envs per time row (axis 1) for ``[time, env]`` rows, else None.
         count: Time rows held.
+        absent: Leaves of ``spec`` the source leaves out: the storage keeps their spec but
+            gives them no memory, and refuses to read or write them.
     """
 
     @property
@@ -68,8 +77,12 @@ class RowSource(Protocol):
     @property
     def count(self) -> int: ...
 
+    @property
+    def absent(self) -> frozenset[KeyPath]: ...
+
     def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        """Copy every leaf's ``count`` rows into ``dests`` (typed views; may be strided)."""
+        """Copy the ``count`` rows of every leaf in ``dests`` (all but the absent ones) into
+        it (typed views; may be strided)."""
         ...
 
 
@@ -98,6 +111,8 @@ class RingStorage:
         self.is_full = False
         self.spec: Spec | None = None
         self.env_count: int | None = None
+        # Leaves of the spec that have no memory (a partial load); see _loaded().
+        self.absent: frozenset[KeyPath] = frozenset()
         self._rows: torch.Tensor | None = None
         self._offsets: dict[KeyPath, int] = {}
         self._views: dict[KeyPath, torch.Tensor] = {}
@@ -120,8 +135,43 @@ class RingStorage:
 
     @property
     def views(self) -> dict[KeyPath, torch.Tensor]:
-        """Live typed views ``[capacity, (env_count,) *shape]`` of every leaf (do not write)."""
+        """Live typed views ``[capacity, (env_count,) *shape]`` of every leaf (do not write).
+
+        Raises:
+            LeafNotLoadedError: a leaf was not loaded.
+        """
+        self._loaded(self.spec or {}, "views")
         return self._views
+
+    def view(self, path: KeyPath) -> torch.Tensor:
+        """The live typed view of one leaf (see :attr:`views`).
+
+        Raises:
+            LeafNotLoadedError: that leaf was not loaded.
+        """
+        self._loaded([path], "view")
+        return self._views[path]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory the rows take (the loaded leaves of every row, padded)."""
+        return 0 if self._rows is None else self._rows.numel()
+
+    def _loaded(self, paths: Iterable[KeyPath], action: str) -> None:
+        """Refuse ``action`` on leaves that were not loaded: the one check every read and
+        write of rows passes through.
+
+        Raises:
+            LeafNotLoadedError: names the first such leaf and ``action``.
+        """
+        for path in paths:
+            if path in self.absent:
+                raise LeafNotLoadedError(
+                    path,
+                    f"{action}: leaf {format_key_path(path)} was not loaded (the buffer was "
+                    "loaded with leaves= that left it out); load the checkpoint with it among "
+                    "leaves=, or without leaves=, to read or write it",
+                )
 
     # ------------------------------------------------------------- validation
     def validate(self, data: Mapping[str, Any], *, argument: str = "data") -> Batch:
@@ -148,10 +198,12 @@ class RingStorage:
 
         Raises:
             MemoryError: the first batch's rows cannot be allocated (nothing changes).
+            LeafNotLoadedError: a leaf was not loaded (nothing changes).
         """
         n = batch.size
         if n == 0:
             return
+        self._loaded(batch.leaves, "write")
         if self.spec is None:
             self.allocate(
                 {
@@ -190,10 +242,18 @@ class RingStorage:
             return src.clone()
         return src
 
-    def allocate(self, spec: Spec, env_count: int | None) -> None:
-        """Fix the spec and allocate every row once (zeros).
+    def allocate(
+        self, spec: Spec, env_count: int | None, *, absent: frozenset[KeyPath] = frozenset()
+    ) -> None:
+        """Fix the spec and allocate every row once (zeros), except for ``absent`` leaves.
 
         Atomic: the storage changes only once every row is allocated.
+
+        Args:
+            spec: Key path -> trailing shape and dtype of every leaf.
+            env_count: Envs per time row for ``[time, env]`` rows, else None.
+            absent: Leaves of ``spec`` that get no memory (not loaded): reading or writing
+                them raises :class:`~bufcore.errors.LeafNotLoadedError`.
 
         Raises:
             ValueError: the storage is allocated already, ``env_count`` does not fit
@@ -203,20 +263,21 @@ class RingStorage:
         """
         if self.spec is not None:
             raise ValueError("storage: allocated already; its spec is fixed")
-        row_bytes = self.check_size(spec, env_count)
+        present = {path: leaf for path, leaf in spec.items() if path not in absent}
+        row_bytes = self.check_size(present, env_count)
         # Widest dtypes first, so offsets need no padding between leaves.
-        order = sorted(spec, key=lambda p: -spec[p].dtype.itemsize)
+        order = sorted(present, key=lambda p: -present[p].dtype.itemsize)
         offsets: dict[KeyPath, int] = {}
         offset = 0
         for path in order:
             offsets[path] = offset
-            offset += spec[path].nbytes
+            offset += present[path].nbytes
         envs = env_count or 1
         n_rows = self.capacity * envs
         rows = zeros_rows(n_rows, row_bytes, self.device, self._describe_rows(envs, row_bytes))
         lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, envs)
         flat_views: dict[KeyPath, torch.Tensor] = {}
-        for path, leaf in spec.items():
+        for path, leaf in present.items():
             if leaf.nbytes == 0:
                 flat = torch.zeros((n_rows, *leaf.shape), dtype=leaf.dtype, device=self.device)
             else:
@@ -225,12 +286,13 @@ class RingStorage:
                 flat = column.view(n_rows, *leaf.shape)
             flat_views[path] = flat
         self.spec = dict(spec)
+        self.absent = frozenset(absent) & frozenset(spec)
         self.env_count = env_count
         self._rows = rows
         self._offsets = offsets
         self._flat_views = flat_views
-        self._columns = byte_columns(rows, offsets, spec)
-        self._views = {p: flat.view(*lead, *spec[p].shape) for p, flat in flat_views.items()}
+        self._columns = byte_columns(rows, offsets, present)
+        self._views = {p: flat.view(*lead, *present[p].shape) for p, flat in flat_views.items()}
 
     def _describe_rows(self, envs: int, row_bytes: int) -> str:
         """``"8 rows x 4 envs x 64 bytes"``: the shape of an allocation, for error messages."""
@@ -281,21 +343,36 @@ class RingStorage:
                 f"cursor {cursor} and is_full {is_full} do not describe {count} stored rows of "
                 f"capacity {self.capacity}"
             )
+        absent = source.absent
         if self.spec is None:
             if source.spec:
-                self.allocate(source.spec, source.env_count)
+                self.allocate(source.spec, source.env_count, absent=absent)
         elif source.spec and (source.spec != self.spec or source.env_count != self.env_count):
             raise ValueError(
                 f"stored leaves ({describe_spec(source.spec)}) differ from this storage's "
                 f"({describe_spec(self.spec)})"
             )
+        elif absent != self.absent:
+            # Allocated up front (a buffer whose spec is fixed at construction): lay the rows
+            # out again without the leaves the source leaves out, so they take no memory.
+            spec, self.spec = self.spec, None
+            try:
+                self.allocate(spec, self.env_count, absent=absent)
+            except BaseException:
+                self.spec = spec
+                raise
         if self.spec is not None and count:
             source.read_into({path: view[:count] for path, view in self._views.items()})
         self.cursor = cursor
         self.is_full = is_full
 
     def rows(self) -> dict[KeyPath, torch.Tensor]:
-        """The filled rows ``[0, len)`` of every leaf, in physical order, as live views."""
+        """The filled rows ``[0, len)`` of every leaf, in physical order, as live views.
+
+        Raises:
+            LeafNotLoadedError: a leaf was not loaded (its rows are not here to save).
+        """
+        self._loaded(self.spec or {}, "rows")
         return {path: view[: len(self)] for path, view in self._views.items()}
 
     # ---------------------------------------------------------------- reading
@@ -318,10 +395,14 @@ class RingStorage:
             index: Flat row indices, any shape.
             paths: The leaves to read (stored key paths, in output order); ``None`` for all.
             out: One tensor per leaf in ``paths`` order, as :meth:`check_out` returns them.
+
+        Raises:
+            ValueError: nothing was written yet.
+            LeafNotLoadedError: a leaf to read was not loaded (checked before any is read).
         """
         if self.spec is None:
             raise ValueError("storage is empty: nothing was written yet")
-        selected = list(self._flat_views if paths is None else paths)
+        selected = list(self.spec if paths is None else paths)
         layout = self.output_layout(tuple(index.shape), selected)
         outputs = self._outputs.take(tuple(layout.values())) if out is None else out
         flat_index = index.reshape(-1)
@@ -334,9 +415,16 @@ class RingStorage:
     def output_layout(
         self, index_shape: tuple[int, ...], paths: Iterable[KeyPath]
     ) -> dict[KeyPath, tuple[tuple[int, ...], torch.dtype]]:
-        """Shape and dtype of what :meth:`gather` returns for an index of ``index_shape``."""
+        """Shape and dtype of what :meth:`gather` returns for an index of ``index_shape``.
+
+        Raises:
+            ValueError: nothing was written yet.
+            LeafNotLoadedError: one of ``paths`` was not loaded.
+        """
         if self.spec is None:
             raise ValueError("storage is empty: nothing was written yet")
+        paths = list(paths)
+        self._loaded(paths, "read")
         return {p: ((*index_shape, *self.spec[p].shape), self.spec[p].dtype) for p in paths}
 
     def check_out(

@@ -40,7 +40,14 @@ from bufcore.checks import check_int
 from bufcore.errors import LeafNotLoadedError
 from bufcore.storage.batches import Batch, check_leaf, validate_batch
 from bufcore.storage.leaves import STORABLE as STORABLE
-from bufcore.storage.memory import byte_columns, copy_rows, overlaps, zeros_rows
+from bufcore.storage.memory import MAX_STORAGE_BYTES as MAX_STORAGE_BYTES
+from bufcore.storage.memory import (
+    ROW_ALIGN,
+    check_rows_size,
+    copy_rows,
+    overlaps,
+    pack_leaves,
+)
 from bufcore.storage.outputs import OutputPool, check_out
 from bufcore.tree import (
     KeyPath,
@@ -49,11 +56,6 @@ from bufcore.tree import (
     describe_spec,
     format_key_path,
 )
-
-_ROW_ALIGN = 16
-# No device holds more than a 48-bit address space maps (256 TiB): larger storage is refused
-# before anything is allocated (a hand-edited capacity of 10**15 would ask for petabytes).
-MAX_STORAGE_BYTES = 2**48
 
 
 @runtime_checkable
@@ -100,9 +102,9 @@ class RingStorage:
     """
 
     def __init__(self, capacity: int, *, device: torch.device, batch_dims: int = 1) -> None:
-        # Every stored row takes at least _ROW_ALIGN bytes.
+        # Every stored row takes at least ROW_ALIGN bytes.
         self.capacity = check_int(
-            capacity, "capacity", minimum=1, maximum=MAX_STORAGE_BYTES // _ROW_ALIGN
+            capacity, "capacity", minimum=1, maximum=MAX_STORAGE_BYTES // ROW_ALIGN
         )
         batch_dims = check_int(batch_dims, "batch_dims", minimum=1, maximum=2)
         self.device = device
@@ -140,7 +142,7 @@ class RingStorage:
         Raises:
             LeafNotLoadedError: a leaf was not loaded.
         """
-        self._loaded(self.spec or {}, "views")
+        self._loaded(self.spec or {}, "viewing the rows")
         return self._views
 
     def view(self, path: KeyPath) -> torch.Tensor:
@@ -149,7 +151,7 @@ class RingStorage:
         Raises:
             LeafNotLoadedError: that leaf was not loaded.
         """
-        self._loaded([path], "view")
+        self._loaded([path], "viewing the rows")
         return self._views[path]
 
     @property
@@ -203,7 +205,7 @@ class RingStorage:
         n = batch.size
         if n == 0:
             return
-        self._loaded(batch.leaves, "write")
+        self._loaded(batch.leaves, "writing rows")
         if self.spec is None:
             self.allocate(
                 {
@@ -264,65 +266,25 @@ class RingStorage:
         if self.spec is not None:
             raise ValueError("storage: allocated already; its spec is fixed")
         present = {path: leaf for path, leaf in spec.items() if path not in absent}
-        row_bytes = self.check_size(present, env_count)
-        # Widest dtypes first, so offsets need no padding between leaves.
-        order = sorted(present, key=lambda p: -present[p].dtype.itemsize)
-        offsets: dict[KeyPath, int] = {}
-        offset = 0
-        for path in order:
-            offsets[path] = offset
-            offset += present[path].nbytes
+        self.check_size(present, env_count)
         envs = env_count or 1
-        n_rows = self.capacity * envs
-        rows = zeros_rows(n_rows, row_bytes, self.device, self._describe_rows(envs, row_bytes))
+        packed = pack_leaves(present, self.capacity, envs, self.batch_dims, self.device)
         lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, envs)
-        flat_views: dict[KeyPath, torch.Tensor] = {}
-        for path, leaf in present.items():
-            if leaf.nbytes == 0:
-                flat = torch.zeros((n_rows, *leaf.shape), dtype=leaf.dtype, device=self.device)
-            else:
-                off = offsets[path]
-                column = rows[:, off : off + leaf.nbytes].view(leaf.dtype)
-                flat = column.view(n_rows, *leaf.shape)
-            flat_views[path] = flat
         self.spec = dict(spec)
         self.absent = frozenset(absent) & frozenset(spec)
         self.env_count = env_count
-        self._rows = rows
-        self._offsets = offsets
-        self._flat_views = flat_views
-        self._columns = byte_columns(rows, offsets, present)
-        self._views = {p: flat.view(*lead, *present[p].shape) for p, flat in flat_views.items()}
-
-    def _describe_rows(self, envs: int, row_bytes: int) -> str:
-        """``"8 rows x 4 envs x 64 bytes"``: the shape of an allocation, for error messages."""
-        env_part = f" x {envs} envs" if self.batch_dims == 2 else ""
-        return f"{self.capacity} rows{env_part} x {row_bytes} bytes"
+        self._rows = packed.rows
+        self._offsets = packed.offsets
+        self._flat_views = packed.flat_views
+        self._columns = packed.columns
+        self._views = {
+            p: flat.view(*lead, *present[p].shape) for p, flat in packed.flat_views.items()
+        }
 
     def check_size(self, spec: Spec, env_count: int | None) -> int:
-        """Bytes of one row of ``spec``, once checked that all rows fit ``MAX_STORAGE_BYTES``
-        (nothing is allocated).
-
-        Raises:
-            ValueError: ``env_count`` does not fit ``batch_dims``, or more than
-                ``MAX_STORAGE_BYTES`` (the message names the capacity and the leaves).
-        """
-        if (self.batch_dims == 2) != (env_count is not None):
-            raise ValueError(
-                f"env_count: expected {'an int' if self.batch_dims == 2 else 'None'} for "
-                f"{self.batch_dims} batch axes, got {env_count!r}"
-            )
-        align = max([_ROW_ALIGN, *(leaf.dtype.itemsize for leaf in spec.values())])
-        # Leaves are laid widest first, so their bytes add up without padding.
-        row_bytes = -(-sum(leaf.nbytes for leaf in spec.values()) // align) * align
-        total = self.capacity * (env_count or 1) * row_bytes
-        if total > MAX_STORAGE_BYTES:
-            raise ValueError(
-                f"capacity: {self.capacity} rows of {row_bytes} bytes ({describe_spec(spec)}"
-                f"{f', {env_count} envs' if env_count else ''}) need {total} bytes, more than "
-                f"any device holds ({MAX_STORAGE_BYTES})"
-            )
-        return row_bytes
+        """Bytes of one row of ``spec`` once checked that all rows fit; see
+        :func:`bufcore.storage.memory.check_rows_size` (and its ``Raises``)."""
+        return check_rows_size(spec, self.capacity, env_count, self.batch_dims)
 
     def restore(self, source: RowSource, *, cursor: int, is_full: bool) -> None:
         """Fill the storage with ``source``'s rows (physical order) and set the cursor.
@@ -372,7 +334,7 @@ class RingStorage:
         Raises:
             LeafNotLoadedError: a leaf was not loaded (its rows are not here to save).
         """
-        self._loaded(self.spec or {}, "rows")
+        self._loaded(self.spec or {}, "saving the rows")
         return {path: view[: len(self)] for path, view in self._views.items()}
 
     # ---------------------------------------------------------------- reading
@@ -424,7 +386,7 @@ class RingStorage:
         if self.spec is None:
             raise ValueError("storage is empty: nothing was written yet")
         paths = list(paths)
-        self._loaded(paths, "read")
+        self._loaded(paths, "reading rows")
         return {p: ((*index_shape, *self.spec[p].shape), self.spec[p].dtype) for p in paths}
 
     def check_out(

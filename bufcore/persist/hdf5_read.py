@@ -196,15 +196,15 @@ class PayloadReader:
             names[path] = name
         return spec, names
 
-    def _span(self, dataset: h5py.Dataset, rows: Rows | None) -> Extents | None:
-        """The bytes reading ``rows`` of ``dataset`` touches, its HDF5 metadata included
-        (None: the whole file, for a layout that cannot be mapped)."""
+    def _span(self, dataset: h5py.Dataset | None, rows: Rows | None) -> Extents | None:
+        """The bytes reading ``rows`` of ``dataset`` touches (no dataset: none), its HDF5
+        metadata included (None: the whole file, for a layout that cannot be mapped)."""
         if self._metadata is None:
             h5 = self._file()
             datasets = [h5[name] for name in self._names.values()]
             size = os.fstat(self._fd).st_size
             self._metadata = metadata_extents(datasets, size)
-        data = read_extents(dataset, rows)
+        data = extents([]) if dataset is None else read_extents(dataset, rows)
         if self._metadata is None or data is None:
             return None
         return join(self._metadata, data)
@@ -266,7 +266,12 @@ class PayloadReader:
         stream = self._stream
         if stream is None and (self._expected is not None or set(dests) != set(self._names)):
             # Some leaves only, or an opening that does not hash the whole file: read just
-            # their bytes, every block they touch verified first.
+            # their bytes, every block they touch verified first (the metadata's even when no
+            # rows are read: the spec came from it).
+            named = ", ".join(format_key_path(key) for key in dests)
+            what = f"leaf {named}" if len(dests) == 1 else f"leaves {named}" if dests else ""
+            what = what or "HDF5 metadata"
+            self._blocks.verify(self._span(None, None), what)
             for key in dests:
                 self._blocks.verify(
                     self._span(h5[self._names[key]], None), f"leaf {format_key_path(key)}"

@@ -184,19 +184,33 @@ def test_a_chunked_dataset_is_verified_chunk_by_chunk(tmp_path: Path) -> None:
         read_leaf(tmp_path / "ckpt", "action", rows=[0])
 
 
-@pytest.mark.parametrize("leaves", [["obs"], ["action"], []])
+@pytest.mark.parametrize(("leaves", "name"), [(["obs"], "obs-state"), (["action"], "action")])
 def test_a_partial_load_refuses_a_flipped_byte_in_a_leaf_it_loads(
-    tmp_path: Path, leaves: list[str]
+    tmp_path: Path, leaves: list[str], name: str
 ) -> None:
     checkpoint(tmp_path / "ckpt", 7, 10)
-    name = {"obs": "obs-state", "action": "action"}.get(leaves[0] if leaves else "", "done")
     offset, _ = offset_of(tmp_path / "ckpt", name)
     flip(tmp_path / "ckpt", offset)
-    if not leaves:  # a DictBuffer's index-only load reads no rows: nothing to find
-        assert len(bufcore.load_buffer(tmp_path / "ckpt", leaves=leaves)) == 7
-        return
-    with pytest.raises(CorruptCheckpointError, match=r"buffer\.hdf5: leaf"):
+    with pytest.raises(CorruptCheckpointError, match=r"buffer\.hdf5: leaf \['"):
         bufcore.load_buffer(tmp_path / "ckpt", leaves=leaves)
+
+
+def test_an_index_only_dict_load_refuses_a_flipped_byte_in_the_metadata_block(
+    tmp_path: Path,
+) -> None:
+    checkpoint(tmp_path / "ckpt", 7, 10)  # one block: the metadata shares it with the rows
+    offset, _ = offset_of(tmp_path / "ckpt", "done")
+    flip(tmp_path / "ckpt", offset)
+    with pytest.raises(CorruptCheckpointError, match=r"buffer\.hdf5: HDF5 metadata: sha256"):
+        bufcore.load_buffer(tmp_path / "ckpt", leaves=[])
+
+
+@pytest.mark.usefixtures("small_blocks")
+def test_an_index_only_dict_load_does_not_look_at_blocks_of_rows(tmp_path: Path) -> None:
+    checkpoint(tmp_path / "ckpt", 300, 300)
+    offset, nbytes = offset_of(tmp_path / "ckpt", "obs-state")
+    flip(tmp_path / "ckpt", offset + nbytes // 2)
+    assert len(bufcore.load_buffer(tmp_path / "ckpt", leaves=[])) == 300
 
 
 def test_an_online_index_only_load_refuses_a_flipped_end_flag(tmp_path: Path) -> None:

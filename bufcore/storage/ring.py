@@ -31,7 +31,7 @@ but get no memory (:attr:`RingStorage.absent`), and every method that would read
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,6 +39,7 @@ import torch
 from bufcore.checks import check_int
 from bufcore.errors import LeafNotLoadedError
 from bufcore.storage.batches import Batch, check_leaf, validate_batch
+from bufcore.storage.batches import RowSource as RowSource
 from bufcore.storage.leaves import STORABLE as STORABLE
 from bufcore.storage.memory import MAX_STORAGE_BYTES as MAX_STORAGE_BYTES
 from bufcore.storage.memory import (
@@ -56,36 +57,6 @@ from bufcore.tree import (
     describe_spec,
     format_key_path,
 )
-
-
-@runtime_checkable
-class RowSource(Protocol):
-    """Rows to restore into a fresh storage: what they are, and a way to copy them in.
-
-    Attributes:
-        spec: Key path -> trailing shape and dtype of every leaf.
-        env_count: Envs per time row (axis 1) for ``[time, env]`` rows, else None.
-        count: Time rows held.
-        absent: Leaves of ``spec`` the source leaves out: the storage keeps their spec but
-            gives them no memory, and refuses to read or write them.
-    """
-
-    @property
-    def spec(self) -> Spec: ...
-
-    @property
-    def env_count(self) -> int | None: ...
-
-    @property
-    def count(self) -> int: ...
-
-    @property
-    def absent(self) -> frozenset[KeyPath]: ...
-
-    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        """Copy the ``count`` rows of every leaf in ``dests`` (all but the absent ones) into
-        it (typed views; may be strided)."""
-        ...
 
 
 class RingStorage:
@@ -290,8 +261,9 @@ class RingStorage:
         """Fill the storage with ``source``'s rows (physical order) and set the cursor.
 
         A fresh storage is allocated with the source's spec; one allocated already (a buffer
-        whose spec is fixed at construction) must have that spec and is filled in place. The
-        rows are copied once, straight from the source into the storage.
+        whose spec is fixed at construction) must have that spec and is filled in place (laid
+        out again first when the source leaves leaves out, so they take no memory). The rows
+        are copied once, straight from the source into the storage.
 
         Raises:
             ValueError: the source's spec differs from the allocated one, its env count does

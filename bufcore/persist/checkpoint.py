@@ -53,6 +53,7 @@ from bufcore.persist.manifest import (
     manifest_spec,
     parse_json,
     payload_digests,
+    replaceable_checkpoint,
     verify_bytes,
 )
 from bufcore.persist.snapshot import CheckpointSnapshot
@@ -109,32 +110,6 @@ def save_checkpoint(path: str | os.PathLike[str], checkpoint: BufferCheckpoint) 
         replaceable=replaceable_checkpoint,
         kind="checkpoint directory",
     )
-
-
-def replaceable_checkpoint(path: Path) -> bool:
-    """Whether a save may replace (and delete) the directory at ``path``.
-
-    Only an empty directory, a bufcore checkpoint (a manifest whose checksum holds, and no
-    entry but the files it lists) or a BFM-Zero buffer directory (``config.json`` naming a
-    ``__target__``, and ``buffer.hdf5``, nothing else) may be: anything else may hold a user's
-    files, such as an experiment directory with its own ``config.json``.
-    """
-    entries = {entry.name: entry for entry in path.iterdir()}
-    if not entries:
-        return True
-    if any(entry.is_symlink() or not entry.is_file() for entry in entries.values()):
-        return False
-    try:
-        if MANIFEST in entries:
-            manifest = parse_json(entries[MANIFEST].read_bytes(), entries[MANIFEST])
-            check_manifest(path, manifest)
-            return set(entries) == {MANIFEST, *manifest["files"]}
-        if set(entries) != {CONFIG, PAYLOAD}:
-            return False
-        config = parse_json(entries[CONFIG].read_bytes(), entries[CONFIG])
-    except (CorruptCheckpointError, OSError):
-        return False
-    return isinstance(config.get("__target__"), str)
 
 
 def _write_files(staging: Path, checkpoint: BufferCheckpoint, names: dict[KeyPath, str]) -> None:

@@ -269,8 +269,7 @@ class PayloadReader:
             # their bytes, every block they touch verified first (the metadata's even when no
             # rows are read: the spec came from it).
             named = ", ".join(format_key_path(key) for key in dests)
-            what = f"leaf {named}" if len(dests) == 1 else f"leaves {named}" if dests else ""
-            what = what or "HDF5 metadata"
+            what = {0: "HDF5 metadata", 1: f"leaf {named}"}.get(len(dests), f"leaves {named}")
             self._blocks.verify(self._span(None, None), what)
             for key in dests:
                 self._blocks.verify(

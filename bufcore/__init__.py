@@ -17,7 +17,13 @@ from bufcore.curriculum.curriculum import Curriculum
 from bufcore.curriculum.history import Round
 from bufcore.curriculum.priorities import emd_to_priorities
 from bufcore.curriculum.transport import emd
-from bufcore.errors import CorruptCheckpointError, CorruptFileError, KeyPathError, StateError
+from bufcore.errors import (
+    CorruptCheckpointError,
+    CorruptFileError,
+    KeyPathError,
+    LeafNotLoadedError,
+    StateError,
+)
 from bufcore.persist.episodes import load_episode_based_h5, save_episodes
 from bufcore.runs.runlog import RunLogger, read_metrics
 from bufcore.sampling.boundaries import find_start_stop_traj
@@ -31,6 +37,7 @@ __all__ = [
     "Curriculum",
     "DictBuffer",
     "KeyPathError",
+    "LeafNotLoadedError",
     "Round",
     "RunLogger",
     "SampleIndex",

@@ -8,6 +8,8 @@
   ``"rows"``) so that ``bufcore.persist`` can name the file that part came from.
 - :class:`KeyPathError`: a key (path) the caller named does not exist. A plain ``KeyError``
   prints its message as a repr (``"'...'"``); this one prints the sentence as written.
+- :class:`LeafNotLoadedError`: a buffer loaded with ``leaves=`` was asked to read or write a
+  leaf it did not load.
 
 All of them subclass the built-in type a caller would catch for that fault (``ValueError`` or
 ``KeyError``), so ``except ValueError`` keeps working.
@@ -60,6 +62,19 @@ class KeyPathError(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class LeafNotLoadedError(ValueError):
+    """A buffer loaded with only some of its leaves (``load_buffer(..., leaves=...)``) was asked
+    to read or write one it did not load.
+
+    Attributes:
+        key_path: The leaf that was not loaded.
+    """
+
+    def __init__(self, key_path: tuple[str, ...], message: str) -> None:
+        self.key_path = key_path
+        super().__init__(message)
 
 
 def is_out_of_memory(err: BaseException) -> bool:

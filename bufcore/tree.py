@@ -12,12 +12,14 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
+
+from bufcore.errors import KeyPathError
 
 KeyPath = tuple[str, ...]
 Key = str | tuple[str, ...]
@@ -56,6 +58,27 @@ def key_list(value: Any, argument: str) -> list[Key]:
     if isinstance(value, str) or not isinstance(value, Sequence):
         raise TypeError(f"{argument}: expected a list of keys (str or tuple), got {value!r}")
     return [as_key(item, argument) for item in value]
+
+
+def select_paths(spec: Collection[KeyPath], keys: list[Key], argument: str) -> list[KeyPath]:
+    """The stored leaves (key paths of ``spec``) under each key, in order; a key that is a
+    prefix (a nested dict key) selects every leaf under it.
+
+    Raises:
+        KeyPathError: a key matches no stored leaf (the message lists the stored ones).
+    """
+    selected: list[KeyPath] = []
+    for key in keys:
+        prefix = as_key_path(key)
+        found = [p for p in spec if p[: len(prefix)] == prefix]
+        if not found:
+            stored = ", ".join(format_key_path(p) for p in spec) or "none"
+            raise KeyPathError(
+                f"{argument}: key {format_key_path(prefix)} matches no stored leaf; "
+                f"stored: {stored}"
+            )
+        selected.extend(p for p in found if p not in selected)
+    return selected
 
 
 def key_json(key: Key) -> str | list[str]:

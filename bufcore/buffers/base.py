@@ -19,13 +19,19 @@ from __future__ import annotations
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
 
 import torch
 
-from bufcore.checks import check_device, check_generator, check_seed, check_usable_device
+from bufcore.checks import (
+    check_device,
+    check_generator,
+    check_seed,
+    check_separator,
+    check_usable_device,
+)
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import (
@@ -37,6 +43,7 @@ from bufcore.persist.checkpoint import (
 )
 from bufcore.rng import generator_state, restore_generator, undone_on_error
 from bufcore.storage.ring import RingStorage
+from bufcore.tree import Key, KeyPath, key_list, select_paths
 
 B = TypeVar("B", bound="CheckpointedBuffer")
 
@@ -124,6 +131,26 @@ class CheckpointedBuffer(ABC):
             StateError: a field is missing or of the wrong type.
         """
 
+    @classmethod
+    def _saved_layout(cls, config: Field) -> tuple[str, int]:
+        """The nested key separator and batch axes of the saved rows, as the constructor
+        takes them from config.json.
+
+        Raises:
+            StateError: a field is malformed.
+        """
+        return config.optional("nested_key_separator", "-").validate(check_separator), 1
+
+    @classmethod
+    def _index_leaves(cls, config: Field) -> list[KeyPath]:
+        """The leaves sampling reads (end flags, motion ids): a load with ``leaves=`` always
+        loads them.
+
+        Raises:
+            StateError: a field is malformed.
+        """
+        return []
+
     def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
         """Fill the freshly built buffer's rows and ring position from the checkpoint.
 
@@ -137,8 +164,9 @@ class CheckpointedBuffer(ABC):
         storage = self._storage
         source = opened.row_source(self.nested_key_separator, storage.batch_dims)
         if not storage.allocated and source.spec:
+            loaded = {p: leaf for p, leaf in source.spec.items() if p not in source.absent}
             try:
-                storage.check_size(source.spec, source.env_count)  # before allocating it
+                storage.check_size(loaded, source.env_count)  # before allocating it
             except ValueError as err:
                 raise config.key("capacity").error(str(err)) from err
         cursor, is_full = saved_ring_position(config, source.count, storage.capacity)
@@ -181,29 +209,56 @@ class CheckpointedBuffer(ABC):
     # --------------------------------------------------------------- loading
     @classmethod
     def load(
-        cls: type[B], path: str | os.PathLike[str], device: str | torch.device | None = None
+        cls: type[B],
+        path: str | os.PathLike[str],
+        device: str | torch.device | None = None,
+        *,
+        leaves: Sequence[Key] | None = None,
     ) -> B:
         """Load a checkpoint of this class or a subclass (also one written by BFM-Zero).
+
+        With ``leaves``, only those leaves' rows are read and given memory, plus the leaves
+        sampling needs (the end flags of the trajectory buffers, the motion ids of the expert
+        buffer), so ``leaves=[]`` loads what ``sample_index`` needs and nothing else. The
+        others keep their spec; reading or writing them (``sample`` gathering one, ``extend``,
+        ``save``, ``storage``, ``get_full_buffer``) raises
+        :class:`~bufcore.errors.LeafNotLoadedError` and changes nothing. Everything else
+        (``len``, ``cursor``, ``sample_index`` with its generator stream, ``trajectories``,
+        priorities) is as a full load has it. What is read is verified first: the blocks of
+        buffer.hdf5 it and the HDF5 metadata lie in are hashed against the manifest; damage in
+        other blocks is not looked for (a full load, or ``bufcore inspect --verify``, hashes
+        the whole file).
 
         Args:
             path: The checkpoint directory.
             device: Where to put the tensors; ``None`` keeps config.json's device.
+            leaves: Keys of the leaves to load (a str for a top-level key, a tuple key path; a
+                nested dict's key selects all its leaves), or None for all of them.
 
         Raises:
             ValueError: the checkpoint holds another kind of buffer, or an unknown one; or
                 ``device`` is not a device (checked before anything is read).
-            TypeError: ``device`` is neither a str nor a ``torch.device``.
+            TypeError: ``device`` is neither a str nor a ``torch.device``, or ``leaves`` is
+                not a list of keys (checked before anything is read).
+            KeyPathError: (a ``KeyError``) a key of ``leaves`` matches no stored leaf (the
+                message lists them); raised before anything is allocated.
             CorruptCheckpointError: a file is damaged or inconsistent, or a field is malformed
                 or asks for more storage than any device holds (names the file and field).
             MemoryError: this host cannot allocate the rows (names config.json's capacity).
             FileNotFoundError: ``path`` is not a directory.
         """
         target = None if device is None else check_device(device)
-        return load_checkpoint(path, lambda opened: _build(cls, opened, target))
+        keys = None if leaves is None else key_list(leaves, "leaves")
+        return load_checkpoint(
+            path, lambda opened: _build(cls, opened, target, keys), hash_payload=keys is None
+        )
 
 
-def _build(base: type[B], opened: OpenedCheckpoint, device: torch.device | None) -> B:
-    """The buffer ``opened`` holds, which must be a ``base``, through its public constructor."""
+def _build(
+    base: type[B], opened: OpenedCheckpoint, device: torch.device | None, leaves: list[Key] | None
+) -> B:
+    """The buffer ``opened`` holds, which must be a ``base``, through its public constructor;
+    with ``leaves``, only those (and the ones sampling needs) are loaded."""
     cls = _TARGETS.get(opened.target)
     if cls is None:
         known = ", ".join(sorted(_TARGETS))
@@ -218,6 +273,11 @@ def _build(base: type[B], opened: OpenedCheckpoint, device: torch.device | None)
         )
     config = Field(opened.config, "config", part="config")
     state = Field(opened.state, "state", part="state")
+    if leaves is not None:
+        stored = opened.row_source(*cls._saved_layout(config)).spec
+        chosen = select_paths(stored, leaves, "leaves")
+        chosen.extend(path for path in cls._index_leaves(config) if path in stored)
+        opened.load_only(frozenset(chosen))
     kwargs = cls._init_kwargs(opened, config, state)
     kwargs["seed"] = state.optional("seed", None).validate(check_seed)
     if device is not None:
@@ -257,20 +317,29 @@ def _available(device: torch.device) -> bool:
     return True
 
 
-def load_buffer(path: str | os.PathLike[str], device: str | torch.device | None = None) -> Any:
+def load_buffer(
+    path: str | os.PathLike[str],
+    device: str | torch.device | None = None,
+    *,
+    leaves: Sequence[Key] | None = None,
+) -> Any:
     """Load any bufcore or BFM-Zero buffer checkpoint, dispatching on ``__target__``.
 
     Args:
         path: The checkpoint directory.
         device: Where to put the tensors; ``None`` keeps the device recorded in config.json.
+        leaves: Load only these leaves (and the ones sampling needs); None for all. See
+            :meth:`CheckpointedBuffer.load`.
 
     Raises:
         ValueError: unknown ``__target__`` (the message lists the known ones), or ``device``
             is not a device.
-        TypeError: ``device`` is neither a str nor a ``torch.device``.
+        TypeError: ``device`` is neither a str nor a ``torch.device``, or ``leaves`` is not a
+            list of keys.
+        KeyPathError: a key of ``leaves`` matches no stored leaf (the message lists them).
         CorruptCheckpointError: a file is damaged or differs from the manifest, or a field is
             malformed (names the file and field).
         MemoryError: this host cannot allocate the rows (names config.json's capacity).
         FileNotFoundError: ``path`` is not a directory.
     """
-    return CheckpointedBuffer.load(path, device)
+    return CheckpointedBuffer.load(path, device, leaves=leaves)

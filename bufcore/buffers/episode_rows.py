@@ -46,6 +46,7 @@ class EpisodeRows:
     """
 
     env_count = None
+    absent: frozenset[KeyPath] = frozenset()  # episodes give every leaf
 
     def __init__(
         self,

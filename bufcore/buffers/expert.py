@@ -41,7 +41,16 @@ from bufcore.rng import make_generator
 from bufcore.sampling.boundaries import find_start_stop_traj
 from bufcore.sampling.windows import TrajectoryTable, Weighting, draw_from_table
 from bufcore.storage.ring import RingStorage, RowSource
-from bufcore.tree import Key, as_key, as_key_path, format_key_path, key_json, to_tensor, unflatten
+from bufcore.tree import (
+    Key,
+    KeyPath,
+    as_key,
+    as_key_path,
+    format_key_path,
+    key_json,
+    to_tensor,
+    unflatten,
+)
 
 # Saved priorities sum to 1 up to float32 rounding (relative error ~1e-7 per value).
 _SUM_TOLERANCE = 1e-4
@@ -131,7 +140,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
         self._storage = RingStorage(source.count, device=self.device)
         with torch.no_grad():
             self._storage.restore(source, cursor=0, is_full=True)
-        end = self._storage.views[end_path].reshape(source.count, -1)
+        end = self._storage.view(end_path).reshape(source.count, -1)
         end[-1] = True  # the last episode ends on the last row, whatever the source
         self._index(end[:, 0])
 
@@ -142,7 +151,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
         self._table = TrajectoryTable(
             env=torch.zeros_like(lengths), start=start[:, 0], stop=stop[:, 0]
         )
-        column = self._storage.views[as_key_path(self.motion_id_key)]
+        column = self._storage.view(as_key_path(self.motion_id_key))
         first_rows = column.reshape(len(column), -1)[start[:, 0], 0]
         fractional = (
             ~torch.isfinite(first_rows) | (first_rows != first_rows.trunc())
@@ -332,6 +341,11 @@ class TrajectoryDictBuffer(WindowedBuffer):
             "nested_key_separator": separator,
             **WindowOptions.saved_kwargs(config, state),
         }
+
+    @classmethod
+    def _index_leaves(cls, config: Field) -> list[KeyPath]:
+        motion_key = config.optional("motion_id_key", "motion_id").validate(as_key)
+        return [*super()._index_leaves(config), as_key_path(motion_key)]
 
     def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
         """The rows came in through the constructor; the saved priorities follow.

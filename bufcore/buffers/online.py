@@ -168,6 +168,11 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "n_dim": self.n_dim, **self._window.to_config()}
 
+    @classmethod
+    def _saved_layout(cls, config: Field) -> tuple[str, int]:
+        separator, _ = super()._saved_layout(config)
+        return separator, config.key("n_dim").integer(minimum=1, maximum=2)
+
     def _state(self) -> dict[str, Any]:
         return {**super()._state(), "weighting": self.weighting}
 
@@ -182,15 +187,15 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
     def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
         super()._restore(opened, config, state)
         storage = self._storage
-        if not storage.allocated:
+        if storage.spec is None:
             return
         end_path = self._window.end_path
-        end = storage.views.get(end_path)
-        if end is None:
+        if end_path not in storage.spec:
             raise StateError("rows", f"the end_key {format_key_path(end_path)} has no dataset")
+        end = storage.view(end_path)
         try:
             # As a first extend does: output keys that match no leaf could never be sampled.
-            self._window.output_paths(storage.views)
+            self._window.output_paths(storage.spec)
         except KeyPathError as err:
             raise StateError("config", str(err)) from err
         try:

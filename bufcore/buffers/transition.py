@@ -177,7 +177,7 @@ class DictBuffer(CheckpointedBuffer):
             batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=MAX_COUNT)
             if self.empty():
                 raise ValueError("cannot sample: the buffer is empty (extend it first)")
-            layout = self._storage.output_layout((batch_size,), self._storage.views)
+            layout = self._storage.output_layout((batch_size,), self._storage.spec or {})
             targets = self._storage.check_out(flatten(out, argument="out"), layout)
         with self._drawing(generator, argument="batch_size") as drawn_from:
             rows = self._draw_rows(batch_size, drawn_from)

@@ -26,7 +26,6 @@ import torch
 
 from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.checks import MAX_COUNT, check_int
-from bufcore.errors import KeyPathError
 from bufcore.fields import Field
 from bufcore.sampling.index import SampleIndex
 from bufcore.sampling.windows import (
@@ -44,9 +43,9 @@ from bufcore.tree import (
     as_key,
     as_key_path,
     flatten,
-    format_key_path,
     key_json,
     key_list,
+    select_paths,
     unflatten,
 )
 
@@ -54,26 +53,6 @@ DEFAULT_KEYS: tuple[Key, ...] = ("observation",)
 DEFAULT_END_KEY = "done"
 # Window lengths are compared with int64 row counts; longer than any storage can hold.
 MAX_SEQ_LENGTH = MAX_COUNT
-
-
-def select_paths(spec: Collection[KeyPath], keys: list[Key], argument: str) -> list[KeyPath]:
-    """The stored leaves (key paths of ``spec``) under each key, in order.
-
-    Raises:
-        KeyPathError: a key matches no stored leaf.
-    """
-    selected: list[KeyPath] = []
-    for key in keys:
-        prefix = as_key_path(key)
-        found = [p for p in spec if p[: len(prefix)] == prefix]
-        if not found:
-            stored = ", ".join(format_key_path(p) for p in spec)
-            raise KeyPathError(
-                f"{argument}: key {format_key_path(prefix)} matches no stored leaf; "
-                f"stored: {stored}"
-            )
-        selected.extend(p for p in found if p not in selected)
-    return selected
 
 
 @dataclass(frozen=True)
@@ -344,6 +323,11 @@ class WindowedBuffer(CheckpointedBuffer):
             start, env, length=seq, capacity=storage.capacity, env_count=storage.envs
         )
         return rows, start, env, paths
+
+    @classmethod
+    def _index_leaves(cls, config: Field) -> list[KeyPath]:
+        end_key = config.optional("end_key", DEFAULT_END_KEY).validate(as_key)
+        return [*super()._index_leaves(config), as_key_path(end_key)]
 
     @property
     def seq_length(self) -> int:

@@ -14,6 +14,9 @@ the directory, verifies every small file before parsing it, starts streaming and
 ``buffer.hdf5``, and hands the buffer class an :class:`OpenedCheckpoint`: the parsed config and
 state, and a :class:`~bufcore.storage.ring.RowSource` that copies the rows straight into the
 buffer's freshly allocated storage. Every checksum is verified before the buffer is returned.
+A load of some leaves (``leaves=``, :meth:`OpenedCheckpoint.load_only`) does not stream the file:
+it reads those leaves' bytes alone and verifies the blocks they lie in
+(:mod:`bufcore.persist.blocks`).
 A :class:`~bufcore.errors.StateError` the buffer raises about its saved state becomes a
 :class:`~bufcore.errors.CorruptCheckpointError` naming the file that part came from.
 
@@ -31,13 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import h5py
+import numpy as np
 import torch
 
 from bufcore.errors import CorruptCheckpointError, StateError, StatePart
 from bufcore.fields import Field
 from bufcore.persist.atomic import publish_directory
-from bufcore.persist.hashing import seal_file
+from bufcore.persist.hashing import Digests, seal_file
 from bufcore.persist.hdf5 import block_entry, check_hdf5_name, payload_stream, write_payload
 from bufcore.persist.hdf5_read import PayloadReader
 from bufcore.persist.manifest import (
@@ -50,6 +53,7 @@ from bufcore.persist.manifest import (
     manifest_spec,
     parse_json,
     payload_digests,
+    replaceable_checkpoint,
     verify_bytes,
 )
 from bufcore.persist.snapshot import CheckpointSnapshot
@@ -118,32 +122,6 @@ def save_checkpoint(
     )
 
 
-def replaceable_checkpoint(path: Path) -> bool:
-    """Whether a save may replace (and delete) the directory at ``path``.
-
-    Only an empty directory, a bufcore checkpoint (a manifest whose checksum holds, and no
-    entry but the files it lists) or a BFM-Zero buffer directory (``config.json`` naming a
-    ``__target__``, and ``buffer.hdf5``, nothing else) may be: anything else may hold a user's
-    files, such as an experiment directory with its own ``config.json``.
-    """
-    entries = {entry.name: entry for entry in path.iterdir()}
-    if not entries:
-        return True
-    if any(entry.is_symlink() or not entry.is_file() for entry in entries.values()):
-        return False
-    try:
-        if MANIFEST in entries:
-            manifest = parse_json(entries[MANIFEST].read_bytes(), entries[MANIFEST])
-            check_manifest(path, manifest)
-            return set(entries) == {MANIFEST, *manifest["files"]}
-        if set(entries) != {CONFIG, PAYLOAD}:
-            return False
-        config = parse_json(entries[CONFIG].read_bytes(), entries[CONFIG])
-    except (CorruptCheckpointError, OSError):
-        return False
-    return isinstance(config.get("__target__"), str)
-
-
 def _write_files(staging: Path, checkpoint: BufferCheckpoint, names: dict[KeyPath, str]) -> None:
     first = next(iter(checkpoint.arrays.values()), None)
     rows = 0 if first is None else int(first.shape[0])
@@ -194,21 +172,41 @@ class CheckpointRows:
         spec: Key path -> trailing shape and dtype of every stored leaf.
         env_count: Envs per time row for ``[time, env]`` rows, else None.
         count: Time rows stored.
+        absent: Stored leaves left out of the load (:meth:`OpenedCheckpoint.load_only`).
     """
 
-    def __init__(self, reader: PayloadReader, spec: Spec, env_count: int | None, count: int):
+    def __init__(
+        self,
+        reader: PayloadReader,
+        spec: Spec,
+        env_count: int | None,
+        count: int,
+        absent: frozenset[KeyPath] = frozenset(),
+    ) -> None:
         self._reader = reader
         self.spec = spec
         self.env_count = env_count
         self.count = count
+        self.absent = absent
 
     def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        """Copy every leaf's rows into ``dests`` (the file is read once, front to back)."""
+        """Copy the rows of every leaf in ``dests`` into it: a whole load reads the file once,
+        front to back; a load of some leaves reads their bytes alone, verified block by block.
+
+        Raises:
+            CorruptCheckpointError: the bytes differ from the manifest or cannot be read.
+        """
         self._reader.read_leaves(dests)
 
-    def dataset(self, path: KeyPath) -> h5py.Dataset:
-        """The dataset of the stored leaf ``path``, to read some of its rows alone."""
-        return self._reader.dataset(path)
+    def read_rows(self, path: KeyPath, selection: slice | np.ndarray) -> np.ndarray:
+        """Some rows of the stored leaf ``path`` alone (a step-1 slice or in-range indices),
+        once the manifest blocks they lie in are verified.
+
+        Raises:
+            CorruptCheckpointError: a block differs from the manifest (names buffer.hdf5 and
+                the leaf), or HDF5 fails reading.
+        """
+        return self._reader.read_rows(path, selection)
 
 
 class OpenedCheckpoint:
@@ -241,6 +239,12 @@ class OpenedCheckpoint:
         self.state = state
         self.manifest = manifest
         self._reader = reader
+        self._loaded: frozenset[KeyPath] | None = None
+
+    def load_only(self, paths: frozenset[KeyPath]) -> None:
+        """Make every later :meth:`row_source` leave out the stored leaves not in ``paths``
+        (a load with ``leaves=``); their bytes are then never read."""
+        self._loaded = paths
 
     def row_source(self, separator: str, batch_dims: int) -> CheckpointRows:
         """The stored rows, for a buffer with this separator and number of batch axes.
@@ -251,7 +255,7 @@ class OpenedCheckpoint:
         manifest = self.manifest
         if manifest is None:
             spec, env_count, count = self._reader.leaves(None, separator, batch_dims)
-            return CheckpointRows(self._reader, spec, env_count, count)
+            return CheckpointRows(self._reader, spec, env_count, count, self._absent(spec))
         where = self.path / MANIFEST
         if manifest["nested_key_separator"] != separator or manifest["batch_dims"] != batch_dims:
             raise CorruptCheckpointError(
@@ -267,7 +271,10 @@ class OpenedCheckpoint:
                 f"rows {manifest['rows']} and env_count {manifest['env_count']} differ from "
                 f"buffer.hdf5's ({count}, {env_count})",
             )
-        return CheckpointRows(self._reader, spec, env_count, count)
+        return CheckpointRows(self._reader, spec, env_count, count, self._absent(spec))
+
+    def _absent(self, spec: Spec) -> frozenset[KeyPath]:
+        return frozenset() if self._loaded is None else frozenset(spec) - self._loaded
 
 
 def saved_ring_position(config: Field, count: int, capacity: int) -> tuple[int, bool]:
@@ -314,9 +321,11 @@ def open_checkpoint(
 
     Args:
         path: The checkpoint directory.
-        hash_payload: False reads buffer.hdf5's metadata only and never hashes it, for
-            summaries (``bufcore inspect``) that must not read every row; rows read from such
-            an opening are unverified, so every load keeps the default.
+        hash_payload: False does not stream buffer.hdf5: only its metadata is read up front,
+            for summaries (``bufcore inspect``) and reads of some leaves or rows
+            (``read_leaf``, loads with ``leaves=``); rows read from such an opening are
+            verified block by block (:mod:`bufcore.persist.blocks`): the manifest blocks they
+            and the HDF5 metadata lie in, not the others.
 
     Raises:
         FileNotFoundError: ``path`` is not a directory.
@@ -356,6 +365,7 @@ def _open_files(snapshot: CheckpointSnapshot, hash_payload: bool) -> _Files:
     ``hash_payload``), all through ``snapshot``."""
     root = snapshot.path
     manifest: dict[str, Any] | None = None
+    digests: Digests | None = None
     texts: dict[str, bytes] = {}
     if snapshot.has(MANIFEST):
         manifest = parse_json(snapshot.read(MANIFEST), root / MANIFEST)
@@ -387,12 +397,12 @@ def _open_files(snapshot: CheckpointSnapshot, hash_payload: bool) -> _Files:
     payload = snapshot.open(PAYLOAD, missing=_LISTED_MISSING if manifest else "file is missing")
     stream = None
     try:
-        if manifest is not None and hash_payload:
+        if digests is not None and hash_payload:
             stream = payload_stream(root / PAYLOAD, os.dup(payload), digests)
     except BaseException:
         os.close(payload)
         raise
-    return manifest, config, state, stream, PayloadReader(root / PAYLOAD, payload, stream)
+    return manifest, config, state, stream, PayloadReader(root / PAYLOAD, payload, stream, digests)
 
 
 def load_checkpoint(

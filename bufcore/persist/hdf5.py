@@ -13,7 +13,9 @@ afterwards. Writeback starts slot by slot, so the fsync that follows has little 
 
 Loading (:mod:`bufcore.persist.hdf5_read`): the file is read once, front to back, by a
 :class:`~bufcore.persist.stream.PayloadStream` (:func:`payload_stream`) that hashes every chunk,
-and the loader copies each dataset's bytes from those chunks straight into the buffer's rows.
+and the loader copies each dataset's bytes from those chunks straight into the buffer's rows. A
+read of some leaves or rows reads only their bytes and hashes only the blocks they lie in
+(:mod:`bufcore.persist.blocks`), which is why the manifest lists a digest per block.
 
 The tunables below are read at call time, so tests can shrink them.
 """

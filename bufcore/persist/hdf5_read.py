@@ -6,6 +6,10 @@ dataset's bytes straight into the rows they belong to. A dataset stored otherwis
 contiguous extent of the native bytes (chunked, compressed, another byte order; BFM-Zero's own
 files may be) is read through h5py instead, block by block. Checkpoints written by BFM-Zero have
 no manifest: their spec is inferred from the datasets.
+
+Without a stream (an opening that does not hash the whole file: a read of some leaves or rows),
+every read goes through a :class:`~bufcore.persist.blocks.BlockReader`, which verifies the
+manifest blocks the read touches first.
 """
 
 from __future__ import annotations
@@ -20,13 +24,27 @@ import numpy as np
 import torch
 
 from bufcore.errors import CorruptCheckpointError
+from bufcore.persist.blocks import (
+    BlockReader,
+    Extents,
+    extents,
+    join,
+    metadata_extents,
+    read_extents,
+)
+from bufcore.persist.hashing import Digests
 from bufcore.persist.hdf5 import numpy_dtype, payload_stream, storage_dtype
-from bufcore.persist.hdf5_guard import H5_FAILURES, local_members
+from bufcore.persist.hdf5_guard import H5_FAILURES, damage_reported, local_members
 from bufcore.persist.stream import PayloadStream, byte_rows, copy_regions
 from bufcore.tree import KeyPath, LeafSpec, Spec, format_key_path, split_key_name
 
 # Rows read through h5py (datasets not stored as one native extent) move in blocks of this size.
 _BLOCK_BYTES = 64 << 20
+# An index read spanning at most this many times the rows asked for reads the whole span in one
+# hyperslab (fast) rather than a point selection of each row (h5py is slow on long lists).
+_DENSE_SPAN = 4
+
+Rows = slice | np.ndarray
 
 
 class PayloadReader:
@@ -38,14 +56,22 @@ class PayloadReader:
     Args:
         path: The file (for messages).
         fd: The file, open for reading; the reader owns it and closes it in :meth:`close`.
-        stream: The stream already reading (and hashing) it, or None (no manifest): then a
-            stream without hashing is started when the rows are read.
+        stream: The stream already reading (and hashing) the whole file, or None: then reads
+            go through a :class:`~bufcore.persist.blocks.BlockReader` (verified against
+            ``expected``), except a read of every leaf of a file without a manifest, which
+            streams it.
+        expected: What the file must hash to (from the manifest), or None without one.
     """
 
-    def __init__(self, path: Path, fd: int, stream: PayloadStream | None) -> None:
+    def __init__(
+        self, path: Path, fd: int, stream: PayloadStream | None, expected: Digests | None
+    ) -> None:
         self.path = path
         self._fd = fd
         self._stream = stream
+        self._blocks = BlockReader(path, fd, expected)
+        self._expected = expected
+        self._metadata: Extents | None = None
         self._h5: h5py.File | None = None
         self._handle: BinaryIO | None = None
         self._names: dict[KeyPath, str] = {}
@@ -170,21 +196,51 @@ class PayloadReader:
             names[path] = name
         return spec, names
 
-    def dataset(self, path: KeyPath) -> h5py.Dataset:
-        """The dataset of leaf ``path``, one of those :meth:`leaves` checked (for reading a
-        few of its rows without the others)."""
-        return self._file()[self._names[path]]
+    def _span(self, dataset: h5py.Dataset | None, rows: Rows | None) -> Extents | None:
+        """The bytes reading ``rows`` of ``dataset`` touches (no dataset: none), its HDF5
+        metadata included (None: the whole file, for a layout that cannot be mapped)."""
+        if self._metadata is None:
+            h5 = self._file()
+            datasets = [h5[name] for name in self._names.values()]
+            size = os.fstat(self._fd).st_size
+            self._metadata = metadata_extents(datasets, size)
+        data = extents([]) if dataset is None else read_extents(dataset, rows)
+        if self._metadata is None or data is None:
+            return None
+        return join(self._metadata, data)
+
+    def read_rows(self, path: KeyPath, selection: Rows) -> np.ndarray:
+        """Rows of leaf ``path`` (one :meth:`leaves` checked) at a step-1 slice or at in-range
+        indices, in native byte order, once the blocks they lie in are verified.
+
+        Raises:
+            CorruptCheckpointError: a block differs from the manifest (names the leaf), or
+                HDF5 fails reading.
+        """
+        with damage_reported(self.path, CorruptCheckpointError):
+            dataset = self._file()[self._names[path]]
+            unique = None
+            if not isinstance(selection, slice):
+                unique = np.unique(selection)
+            self._blocks.verify(
+                self._span(dataset, selection if unique is None else unique),
+                f"leaf {format_key_path(path)}",
+            )
+            return _read_rows(dataset, selection)
 
     def read_leaves(self, dests: dict[KeyPath, torch.Tensor]) -> None:
         """Copy the rows of every leaf in ``dests`` into it (any device, may be strided views).
 
         The file is read once, front to back, and each dataset's bytes go from the chunks read
-        straight into its destination (hashed on the way when the stream has a manifest). A
+        straight into its destination (hashed on the way when the stream has a manifest).
+        Without a stream (an opening for some leaves), only the bytes of these leaves are read,
+        once the manifest blocks they (and the HDF5 metadata) lie in are verified. A
         dataset stored otherwise than as one contiguous run of the native bytes (chunked,
         compressed, another byte order) is read through HDF5 instead.
 
         Raises:
-            CorruptCheckpointError: reading failed, or datasets lie outside the file.
+            CorruptCheckpointError: reading failed, datasets lie outside the file, or (without
+                a stream) a block they lie in differs from the manifest (names the leaf).
         """
         h5 = self._file()
         regions: list[tuple[int, int, torch.Tensor]] = []
@@ -208,7 +264,21 @@ class PayloadReader:
                 self.path, f"datasets reach past the end ({size} bytes)"
             )
         stream = self._stream
-        if regions:
+        if stream is None and (self._expected is not None or set(dests) != set(self._names)):
+            # Some leaves only, or an opening that does not hash the whole file: read just
+            # their bytes, every block they touch verified first (the metadata's even when no
+            # rows are read: the spec came from it).
+            named = ", ".join(format_key_path(key) for key in dests)
+            what = {0: "HDF5 metadata", 1: f"leaf {named}"}.get(len(dests), f"leaves {named}")
+            self._blocks.verify(self._span(None, None), what)
+            for key in dests:
+                self._blocks.verify(
+                    self._span(h5[self._names[key]], None), f"leaf {format_key_path(key)}"
+                )
+            if regions:
+                span = extents([(offset, offset + nbytes) for offset, nbytes, _ in regions])
+                copy_regions(self._blocks.chunks(span, "the leaves read"), regions, self.path)
+        elif regions:
             owned = stream is None or not stream.consuming
             if stream is None or owned:
                 # No manifest, or _read_through detached the stream: it cannot be rewound.
@@ -280,3 +350,25 @@ def _raw_region(
         return None
     rows = byte_rows(dest, batch_dims)
     return None if rows is None else (int(offset), nbytes, rows)
+
+
+def _read_rows(dataset: h5py.Dataset, selection: Rows) -> np.ndarray:
+    """The rows of ``dataset`` at a step-1 slice or at in-range indices, in native order."""
+    native = dataset.dtype.newbyteorder("=")
+    trailing = tuple(dataset.shape[1:])
+    if isinstance(selection, slice):
+        out = np.empty((selection.stop - selection.start, *trailing), dtype=native)
+        if len(out):
+            dataset.read_direct(out, source_sel=np.s_[selection], dest_sel=np.s_[:])
+        return out
+    if len(selection) == 0:
+        return np.empty((0, *trailing), dtype=native)
+    # h5py reads increasing, distinct indices: read each row once, then scatter back.
+    unique, inverse = np.unique(selection, return_inverse=True)
+    low, high = int(unique[0]), int(unique[-1]) + 1
+    if high - low <= _DENSE_SPAN * len(unique):
+        picked = _read_rows(dataset, slice(low, high))[unique - low]
+    else:
+        picked = np.asarray(dataset[unique], dtype=native)
+    scattered: np.ndarray = picked[inverse.reshape(-1)]
+    return scattered

@@ -7,9 +7,13 @@ ring position and state checked as :func:`bufcore.persist.summary.summarize_open
 and then reads the rows asked for from that leaf's dataset alone. BFM-Zero's own directories (no
 manifest) are read too. Nothing is unpickled.
 
-The rows read are not hashed against the manifest (that needs the whole file; a load does it):
-damaged row bytes read as they are, damaged HDF5 metadata is a
-:class:`~bufcore.errors.CorruptCheckpointError` naming buffer.hdf5.
+The rows read are verified before they are returned: the manifest blocks of buffer.hdf5 that
+their bytes (and the HDF5 metadata that locates them) lie in are hashed and compared with the
+manifest (:mod:`bufcore.persist.blocks`), so reading the end flags of a million-row buffer
+hashes a block or two, not the file. Damage in a block holding the rows or the metadata is a
+:class:`~bufcore.errors.CorruptCheckpointError` naming buffer.hdf5 and the leaf; damage in blocks
+the read does not touch is not looked for (a load, or ``bufcore inspect --verify``, hashes all).
+BFM-Zero's directories have no manifest: their rows are read as they are.
 """
 
 from __future__ import annotations
@@ -17,21 +21,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import h5py
 import numpy as np
 import torch
 
 from bufcore.checks import check_int
-from bufcore.errors import CorruptCheckpointError, KeyPathError
+from bufcore.errors import KeyPathError
 from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint
-from bufcore.persist.hdf5_guard import damage_reported
-from bufcore.persist.manifest import PAYLOAD
 from bufcore.persist.summary import summarize_checkpoint, summarize_opened
 from bufcore.tree import KeyPath, as_key_path, format_key_path, to_tensor
-
-# An index read spanning at most this many times the rows asked for reads the whole span in one
-# hyperslab (fast) rather than a point selection of each row (h5py is slow on long lists).
-_DENSE_SPAN = 4
 
 Rows = slice | np.ndarray[Any, Any]
 
@@ -60,8 +57,9 @@ def read_leaf(
         IndexError: a row index outside ``[0, len)`` (the message names ``rows``, the bound
             and the value).
         FileNotFoundError: ``path`` is not a directory.
-        CorruptCheckpointError: a file is missing, malformed or inconsistent, or buffer.hdf5's
-            metadata is damaged (names the file).
+        CorruptCheckpointError: a file is missing, malformed or inconsistent, buffer.hdf5's
+            metadata is damaged, or a block of buffer.hdf5 the rows or their metadata lie in
+            differs from the manifest (names the file, and the leaf for a block).
     """
     wanted = as_key_path(key_path, argument="key_path")
     selection = _check_rows(rows)
@@ -150,30 +148,7 @@ def _read(
                 f"{_out_of_range_message(int(selection[position]), length)} at position "
                 f"{position}"
             )
-    with damage_reported(opened.path / PAYLOAD, CorruptCheckpointError):
-        values = _read_rows(source.dataset(wanted), selection)
+    values = source.read_rows(wanted, selection)
     if source.spec[wanted].dtype == torch.bfloat16:
         return torch.from_numpy(values).view(torch.bfloat16).float().numpy()
     return values
-
-
-def _read_rows(dataset: h5py.Dataset, selection: Rows) -> np.ndarray[Any, Any]:
-    """The rows of ``dataset`` at a step-1 slice or at in-range indices, in native order."""
-    native = dataset.dtype.newbyteorder("=")
-    trailing = tuple(dataset.shape[1:])
-    if isinstance(selection, slice):
-        out = np.empty((selection.stop - selection.start, *trailing), dtype=native)
-        if len(out):
-            dataset.read_direct(out, source_sel=np.s_[selection], dest_sel=np.s_[:])
-        return out
-    if len(selection) == 0:
-        return np.empty((0, *trailing), dtype=native)
-    # h5py reads increasing, distinct indices: read each row once, then scatter back.
-    unique, inverse = np.unique(selection, return_inverse=True)
-    low, high = int(unique[0]), int(unique[-1]) + 1
-    if high - low <= _DENSE_SPAN * len(unique):
-        picked = _read_rows(dataset, slice(low, high))[unique - low]
-    else:
-        picked = np.asarray(dataset[unique], dtype=native)
-    scattered: np.ndarray[Any, Any] = picked[inverse.reshape(-1)]
-    return scattered

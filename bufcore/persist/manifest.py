@@ -9,8 +9,10 @@ shorter), so that several threads can hash it at once; the small JSON files with
 ``"sha256"``. Manifests of ``format_version`` 1 list one whole-file ``"sha256"`` for
 ``buffer.hdf5`` too; they still load and are verified as such.
 
-The small JSON files are verified here before anything parses them; ``buffer.hdf5`` is verified
-while it streams (:class:`bufcore.persist.stream.PayloadStream`) against :func:`payload_digests`.
+:func:`replaceable_checkpoint` tells a checkpoint directory (which a save may replace) from any
+other. The small JSON files are verified here before anything parses them; ``buffer.hdf5`` is
+verified while it streams (:class:`bufcore.persist.stream.PayloadStream`), or block by block
+(:mod:`bufcore.persist.blocks`), against :func:`payload_digests`.
 """
 
 from __future__ import annotations
@@ -309,3 +311,29 @@ def verify_bytes(path: Path, data: bytes, expected: dict[str, Any]) -> None:
         )
     if hashlib.sha256(data).hexdigest() != expected["sha256"]:
         raise CorruptCheckpointError(path, "sha256 does not match the manifest")
+
+
+def replaceable_checkpoint(path: Path) -> bool:
+    """Whether a save may replace (and delete) the directory at ``path``.
+
+    Only an empty directory, a bufcore checkpoint (a manifest whose checksum holds, and no
+    entry but the files it lists) or a BFM-Zero buffer directory (``config.json`` naming a
+    ``__target__``, and ``buffer.hdf5``, nothing else) may be: anything else may hold a user's
+    files, such as an experiment directory with its own ``config.json``.
+    """
+    entries = {entry.name: entry for entry in path.iterdir()}
+    if not entries:
+        return True
+    if any(entry.is_symlink() or not entry.is_file() for entry in entries.values()):
+        return False
+    try:
+        if MANIFEST in entries:
+            manifest = parse_json(entries[MANIFEST].read_bytes(), entries[MANIFEST])
+            check_manifest(path, manifest)
+            return set(entries) == {MANIFEST, *manifest["files"]}
+        if set(entries) != {CONFIG, PAYLOAD}:
+            return False
+        config = parse_json(entries[CONFIG].read_bytes(), entries[CONFIG])
+    except (CorruptCheckpointError, OSError):
+        return False
+    return isinstance(config.get("__target__"), str)

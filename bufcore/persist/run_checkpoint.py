@@ -25,8 +25,7 @@ from typing import Any
 
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.atomic import publish_directory
-from bufcore.persist.checkpoint import replaceable_checkpoint
-from bufcore.persist.manifest import parse_json
+from bufcore.persist.manifest import parse_json, replaceable_checkpoint
 from bufcore.persist.snapshot import CheckpointSnapshot
 from bufcore.persist.syscalls import fsync_path
 

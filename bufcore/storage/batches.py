@@ -1,4 +1,5 @@
-"""What a write must be before it touches a ring: a whole nested batch, checked and converted.
+"""What enters a ring: a whole nested batch, checked and converted before a write touches it, and
+the :class:`RowSource` a restore copies saved rows from.
 
 :func:`validate_batch` checks every leaf of a nested batch (keys, batch axes, trailing shape,
 dtype and the values of narrowing casts) against a ring's spec, or infers the spec from a first
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -126,3 +127,32 @@ def _common_axis(leaves: dict[KeyPath, torch.Tensor], axis: int, what: str, argu
         raise ValueError(f"{argument}: every leaf needs the same {what}, got {listing}")
     return distinct.pop()
 
+
+@runtime_checkable
+class RowSource(Protocol):
+    """Rows to restore into a fresh storage: what they are, and a way to copy them in.
+
+    Attributes:
+        spec: Key path -> trailing shape and dtype of every leaf.
+        env_count: Envs per time row (axis 1) for ``[time, env]`` rows, else None.
+        count: Time rows held.
+        absent: Leaves of ``spec`` the source leaves out: the storage keeps their spec but
+            gives them no memory, and refuses to read or write them.
+    """
+
+    @property
+    def spec(self) -> Spec: ...
+
+    @property
+    def env_count(self) -> int | None: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def absent(self) -> frozenset[KeyPath]: ...
+
+    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
+        """Copy the ``count`` rows of every leaf in ``dests`` (all but the absent ones) into
+        it (typed views; may be strided)."""
+        ...

@@ -1,17 +1,106 @@
-"""The raw memory of a ring: allocating its byte matrix, copying rows in, and what shares it.
+"""The raw memory of a ring: its byte matrix and the leaves packed in it, copying rows in, and
+what shares it.
 
-Both exist so that a write never fails half-way: the allocation either succeeds whole or raises a
-:class:`MemoryError` that says how much was asked for, and a source that shares memory with the
-rows (a slice of the storage's own views) is copied before any row is overwritten.
+:func:`pack_leaves` lays leaves side by side in each row (widest dtype first, so no padding
+between them; each row padded to an aligned width) and allocates the matrix. Allocation and
+copies exist so that a write never fails half-way: the allocation either succeeds whole or
+raises a :class:`MemoryError` that says how much was asked for, and a source that shares memory
+with the rows (a slice of the storage's own views) is copied before any row is overwritten.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from bufcore.errors import is_out_of_memory
-from bufcore.tree import KeyPath, Spec
+from bufcore.tree import KeyPath, Spec, describe_spec
+
+ROW_ALIGN = 16
+# No device holds more than a 48-bit address space maps (256 TiB): larger storage is refused
+# before anything is allocated (a hand-edited capacity of 10**15 would ask for petabytes).
+MAX_STORAGE_BYTES = 2**48
+
+
+def packed_row_bytes(spec: Spec) -> int:
+    """Bytes of one row holding every leaf of ``spec``: a multiple of ``ROW_ALIGN`` and of the
+    widest dtype, so rows stay aligned (0 for no leaves)."""
+    align = max([ROW_ALIGN, *(leaf.dtype.itemsize for leaf in spec.values())])
+    # Leaves are laid widest first, so their bytes add up without padding.
+    return -(-sum(leaf.nbytes for leaf in spec.values()) // align) * align
+
+
+def check_rows_size(spec: Spec, capacity: int, env_count: int | None, batch_dims: int) -> int:
+    """Bytes of one row of ``spec``, once checked that ``capacity`` time rows (of ``env_count``
+    envs) fit ``MAX_STORAGE_BYTES`` (nothing is allocated).
+
+    Raises:
+        ValueError: ``env_count`` does not fit ``batch_dims``, or more than
+            ``MAX_STORAGE_BYTES`` (the message names the capacity and the leaves).
+    """
+    if (batch_dims == 2) != (env_count is not None):
+        raise ValueError(
+            f"env_count: expected {'an int' if batch_dims == 2 else 'None'} for "
+            f"{batch_dims} batch axes, got {env_count!r}"
+        )
+    row_bytes = packed_row_bytes(spec)
+    total = capacity * (env_count or 1) * row_bytes
+    if total > MAX_STORAGE_BYTES:
+        raise ValueError(
+            f"capacity: {capacity} rows of {row_bytes} bytes ({describe_spec(spec)}"
+            f"{f', {env_count} envs' if env_count else ''}) need {total} bytes, more than "
+            f"any device holds ({MAX_STORAGE_BYTES})"
+        )
+    return row_bytes
+
+
+@dataclass(frozen=True)
+class PackedRows:
+    """Leaves packed side by side in a ``uint8`` matrix ``[n_rows, row_bytes]``.
+
+    Attributes:
+        rows: The matrix.
+        offsets: Byte offset of each leaf within a row.
+        flat_views: Each leaf as a typed view ``[n_rows, *shape]`` of the matrix.
+        columns: Each leaf's byte columns as numpy views (CPU only; see :func:`byte_columns`).
+    """
+
+    rows: torch.Tensor
+    offsets: dict[KeyPath, int]
+    flat_views: dict[KeyPath, torch.Tensor]
+    columns: dict[KeyPath, np.ndarray] | None
+
+
+def pack_leaves(
+    spec: Spec, capacity: int, envs: int, batch_dims: int, device: torch.device
+) -> PackedRows:
+    """Allocate zeroed rows for ``capacity`` time rows of ``envs`` envs holding every leaf of
+    ``spec`` (one row of the matrix per env of a time row).
+
+    Raises:
+        MemoryError: the rows cannot be allocated; the message gives the bytes and the shape.
+    """
+    n_rows = capacity * envs
+    row_bytes = packed_row_bytes(spec)
+    env_part = f" x {envs} envs" if batch_dims == 2 else ""
+    # Widest dtypes first, so offsets need no padding between leaves.
+    offsets: dict[KeyPath, int] = {}
+    offset = 0
+    for path in sorted(spec, key=lambda p: -spec[p].dtype.itemsize):
+        offsets[path] = offset
+        offset += spec[path].nbytes
+    shape = f"{capacity} rows{env_part} x {row_bytes} bytes"
+    rows = zeros_rows(n_rows, row_bytes, device, shape)
+    flat_views: dict[KeyPath, torch.Tensor] = {}
+    for path, leaf in spec.items():
+        if leaf.nbytes == 0:
+            flat_views[path] = torch.zeros((n_rows, *leaf.shape), dtype=leaf.dtype, device=device)
+        else:
+            column = rows[:, offsets[path] : offsets[path] + leaf.nbytes].view(leaf.dtype)
+            flat_views[path] = column.view(n_rows, *leaf.shape)
+    return PackedRows(rows, offsets, flat_views, byte_columns(rows, offsets, spec))
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:

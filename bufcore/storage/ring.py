@@ -21,56 +21,42 @@ storage half-written.
 Saved rows come back through :meth:`RingStorage.restore` from a :class:`RowSource` (a checkpoint
 being read, or episodes being laid end to end), which copies them straight into the freshly
 allocated rows; :meth:`RingStorage.rows` gives the filled rows to save.
+
+A source may leave some leaves out (a checkpoint loaded with ``leaves=``): they keep their spec
+but get no memory (:attr:`RingStorage.absent`), and every method that would read or write one
+(views, gathers, writes, the rows to save) refuses with
+:class:`~bufcore.errors.LeafNotLoadedError` before it changes anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import torch
 
 from bufcore.checks import check_int
+from bufcore.errors import LeafNotLoadedError
 from bufcore.storage.batches import Batch, check_leaf, validate_batch
+from bufcore.storage.batches import RowSource as RowSource
 from bufcore.storage.leaves import STORABLE as STORABLE
-from bufcore.storage.memory import byte_columns, copy_rows, overlaps, zeros_rows
+from bufcore.storage.memory import MAX_STORAGE_BYTES as MAX_STORAGE_BYTES
+from bufcore.storage.memory import (
+    ROW_ALIGN,
+    check_rows_size,
+    copy_rows,
+    overlaps,
+    pack_leaves,
+)
 from bufcore.storage.outputs import OutputPool, check_out
 from bufcore.tree import (
     KeyPath,
     LeafSpec,
     Spec,
     describe_spec,
+    format_key_path,
 )
-
-_ROW_ALIGN = 16
-# No device holds more than a 48-bit address space maps (256 TiB): larger storage is refused
-# before anything is allocated (a hand-edited capacity of 10**15 would ask for petabytes).
-MAX_STORAGE_BYTES = 2**48
-
-
-@runtime_checkable
-class RowSource(Protocol):
-    """Rows to restore into a fresh storage: what they are, and a way to copy them in.
-
-    Attributes:
-        spec: Key path -> trailing shape and dtype of every leaf.
-        env_count: Envs per time row (axis 1) for ``[time, env]`` rows, else None.
-        count: Time rows held.
-    """
-
-    @property
-    def spec(self) -> Spec: ...
-
-    @property
-    def env_count(self) -> int | None: ...
-
-    @property
-    def count(self) -> int: ...
-
-    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        """Copy every leaf's ``count`` rows into ``dests`` (typed views; may be strided)."""
-        ...
 
 
 class RingStorage:
@@ -87,9 +73,9 @@ class RingStorage:
     """
 
     def __init__(self, capacity: int, *, device: torch.device, batch_dims: int = 1) -> None:
-        # Every stored row takes at least _ROW_ALIGN bytes.
+        # Every stored row takes at least ROW_ALIGN bytes.
         self.capacity = check_int(
-            capacity, "capacity", minimum=1, maximum=MAX_STORAGE_BYTES // _ROW_ALIGN
+            capacity, "capacity", minimum=1, maximum=MAX_STORAGE_BYTES // ROW_ALIGN
         )
         batch_dims = check_int(batch_dims, "batch_dims", minimum=1, maximum=2)
         self.device = device
@@ -98,6 +84,8 @@ class RingStorage:
         self.is_full = False
         self.spec: Spec | None = None
         self.env_count: int | None = None
+        # Leaves of the spec that have no memory (a partial load); see _loaded().
+        self.absent: frozenset[KeyPath] = frozenset()
         self._rows: torch.Tensor | None = None
         self._offsets: dict[KeyPath, int] = {}
         self._views: dict[KeyPath, torch.Tensor] = {}
@@ -120,8 +108,43 @@ class RingStorage:
 
     @property
     def views(self) -> dict[KeyPath, torch.Tensor]:
-        """Live typed views ``[capacity, (env_count,) *shape]`` of every leaf (do not write)."""
+        """Live typed views ``[capacity, (env_count,) *shape]`` of every leaf (do not write).
+
+        Raises:
+            LeafNotLoadedError: a leaf was not loaded.
+        """
+        self._loaded(self.spec or {}, "viewing the rows")
         return self._views
+
+    def view(self, path: KeyPath) -> torch.Tensor:
+        """The live typed view of one leaf (see :attr:`views`).
+
+        Raises:
+            LeafNotLoadedError: that leaf was not loaded.
+        """
+        self._loaded([path], "viewing the rows")
+        return self._views[path]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory the rows take (the loaded leaves of every row, padded)."""
+        return 0 if self._rows is None else self._rows.numel()
+
+    def _loaded(self, paths: Iterable[KeyPath], action: str) -> None:
+        """Refuse ``action`` on leaves that were not loaded: the one check every read and
+        write of rows passes through.
+
+        Raises:
+            LeafNotLoadedError: names the first such leaf and ``action``.
+        """
+        for path in paths:
+            if path in self.absent:
+                raise LeafNotLoadedError(
+                    path,
+                    f"{action}: leaf {format_key_path(path)} was not loaded (the buffer was "
+                    "loaded with leaves= that left it out); load the checkpoint with it among "
+                    "leaves=, or without leaves=, to read or write it",
+                )
 
     # ------------------------------------------------------------- validation
     def validate(self, data: Mapping[str, Any], *, argument: str = "data") -> Batch:
@@ -148,10 +171,12 @@ class RingStorage:
 
         Raises:
             MemoryError: the first batch's rows cannot be allocated (nothing changes).
+            LeafNotLoadedError: a leaf was not loaded (nothing changes).
         """
         n = batch.size
         if n == 0:
             return
+        self._loaded(batch.leaves, "writing rows")
         if self.spec is None:
             self.allocate(
                 {
@@ -190,10 +215,18 @@ class RingStorage:
             return src.clone()
         return src
 
-    def allocate(self, spec: Spec, env_count: int | None) -> None:
-        """Fix the spec and allocate every row once (zeros).
+    def allocate(
+        self, spec: Spec, env_count: int | None, *, absent: frozenset[KeyPath] = frozenset()
+    ) -> None:
+        """Fix the spec and allocate every row once (zeros), except for ``absent`` leaves.
 
         Atomic: the storage changes only once every row is allocated.
+
+        Args:
+            spec: Key path -> trailing shape and dtype of every leaf.
+            env_count: Envs per time row for ``[time, env]`` rows, else None.
+            absent: Leaves of ``spec`` that get no memory (not loaded): reading or writing
+                them raises :class:`~bufcore.errors.LeafNotLoadedError`.
 
         Raises:
             ValueError: the storage is allocated already, ``env_count`` does not fit
@@ -203,71 +236,34 @@ class RingStorage:
         """
         if self.spec is not None:
             raise ValueError("storage: allocated already; its spec is fixed")
-        row_bytes = self.check_size(spec, env_count)
-        # Widest dtypes first, so offsets need no padding between leaves.
-        order = sorted(spec, key=lambda p: -spec[p].dtype.itemsize)
-        offsets: dict[KeyPath, int] = {}
-        offset = 0
-        for path in order:
-            offsets[path] = offset
-            offset += spec[path].nbytes
+        present = {path: leaf for path, leaf in spec.items() if path not in absent}
+        self.check_size(present, env_count)
         envs = env_count or 1
-        n_rows = self.capacity * envs
-        rows = zeros_rows(n_rows, row_bytes, self.device, self._describe_rows(envs, row_bytes))
+        packed = pack_leaves(present, self.capacity, envs, self.batch_dims, self.device)
         lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, envs)
-        flat_views: dict[KeyPath, torch.Tensor] = {}
-        for path, leaf in spec.items():
-            if leaf.nbytes == 0:
-                flat = torch.zeros((n_rows, *leaf.shape), dtype=leaf.dtype, device=self.device)
-            else:
-                off = offsets[path]
-                column = rows[:, off : off + leaf.nbytes].view(leaf.dtype)
-                flat = column.view(n_rows, *leaf.shape)
-            flat_views[path] = flat
         self.spec = dict(spec)
+        self.absent = frozenset(absent) & frozenset(spec)
         self.env_count = env_count
-        self._rows = rows
-        self._offsets = offsets
-        self._flat_views = flat_views
-        self._columns = byte_columns(rows, offsets, spec)
-        self._views = {p: flat.view(*lead, *spec[p].shape) for p, flat in flat_views.items()}
-
-    def _describe_rows(self, envs: int, row_bytes: int) -> str:
-        """``"8 rows x 4 envs x 64 bytes"``: the shape of an allocation, for error messages."""
-        env_part = f" x {envs} envs" if self.batch_dims == 2 else ""
-        return f"{self.capacity} rows{env_part} x {row_bytes} bytes"
+        self._rows = packed.rows
+        self._offsets = packed.offsets
+        self._flat_views = packed.flat_views
+        self._columns = packed.columns
+        self._views = {
+            p: flat.view(*lead, *present[p].shape) for p, flat in packed.flat_views.items()
+        }
 
     def check_size(self, spec: Spec, env_count: int | None) -> int:
-        """Bytes of one row of ``spec``, once checked that all rows fit ``MAX_STORAGE_BYTES``
-        (nothing is allocated).
-
-        Raises:
-            ValueError: ``env_count`` does not fit ``batch_dims``, or more than
-                ``MAX_STORAGE_BYTES`` (the message names the capacity and the leaves).
-        """
-        if (self.batch_dims == 2) != (env_count is not None):
-            raise ValueError(
-                f"env_count: expected {'an int' if self.batch_dims == 2 else 'None'} for "
-                f"{self.batch_dims} batch axes, got {env_count!r}"
-            )
-        align = max([_ROW_ALIGN, *(leaf.dtype.itemsize for leaf in spec.values())])
-        # Leaves are laid widest first, so their bytes add up without padding.
-        row_bytes = -(-sum(leaf.nbytes for leaf in spec.values()) // align) * align
-        total = self.capacity * (env_count or 1) * row_bytes
-        if total > MAX_STORAGE_BYTES:
-            raise ValueError(
-                f"capacity: {self.capacity} rows of {row_bytes} bytes ({describe_spec(spec)}"
-                f"{f', {env_count} envs' if env_count else ''}) need {total} bytes, more than "
-                f"any device holds ({MAX_STORAGE_BYTES})"
-            )
-        return row_bytes
+        """Bytes of one row of ``spec`` once checked that all rows fit; see
+        :func:`bufcore.storage.memory.check_rows_size` (and its ``Raises``)."""
+        return check_rows_size(spec, self.capacity, env_count, self.batch_dims)
 
     def restore(self, source: RowSource, *, cursor: int, is_full: bool) -> None:
         """Fill the storage with ``source``'s rows (physical order) and set the cursor.
 
         A fresh storage is allocated with the source's spec; one allocated already (a buffer
-        whose spec is fixed at construction) must have that spec and is filled in place. The
-        rows are copied once, straight from the source into the storage.
+        whose spec is fixed at construction) must have that spec and is filled in place (laid
+        out again first when the source leaves leaves out, so they take no memory). The rows
+        are copied once, straight from the source into the storage.
 
         Raises:
             ValueError: the source's spec differs from the allocated one, its env count does
@@ -281,21 +277,36 @@ class RingStorage:
                 f"cursor {cursor} and is_full {is_full} do not describe {count} stored rows of "
                 f"capacity {self.capacity}"
             )
+        absent = source.absent
         if self.spec is None:
             if source.spec:
-                self.allocate(source.spec, source.env_count)
+                self.allocate(source.spec, source.env_count, absent=absent)
         elif source.spec and (source.spec != self.spec or source.env_count != self.env_count):
             raise ValueError(
                 f"stored leaves ({describe_spec(source.spec)}) differ from this storage's "
                 f"({describe_spec(self.spec)})"
             )
+        elif absent != self.absent:
+            # Allocated up front (a buffer whose spec is fixed at construction): lay the rows
+            # out again without the leaves the source leaves out, so they take no memory.
+            spec, self.spec = self.spec, None
+            try:
+                self.allocate(spec, self.env_count, absent=absent)
+            except BaseException:
+                self.spec = spec
+                raise
         if self.spec is not None and count:
             source.read_into({path: view[:count] for path, view in self._views.items()})
         self.cursor = cursor
         self.is_full = is_full
 
     def rows(self) -> dict[KeyPath, torch.Tensor]:
-        """The filled rows ``[0, len)`` of every leaf, in physical order, as live views."""
+        """The filled rows ``[0, len)`` of every leaf, in physical order, as live views.
+
+        Raises:
+            LeafNotLoadedError: a leaf was not loaded (its rows are not here to save).
+        """
+        self._loaded(self.spec or {}, "saving the rows")
         return {path: view[: len(self)] for path, view in self._views.items()}
 
     # ---------------------------------------------------------------- reading
@@ -318,10 +329,14 @@ class RingStorage:
             index: Flat row indices, any shape.
             paths: The leaves to read (stored key paths, in output order); ``None`` for all.
             out: One tensor per leaf in ``paths`` order, as :meth:`check_out` returns them.
+
+        Raises:
+            ValueError: nothing was written yet.
+            LeafNotLoadedError: a leaf to read was not loaded (checked before any is read).
         """
         if self.spec is None:
             raise ValueError("storage is empty: nothing was written yet")
-        selected = list(self._flat_views if paths is None else paths)
+        selected = list(self.spec if paths is None else paths)
         layout = self.output_layout(tuple(index.shape), selected)
         outputs = self._outputs.take(tuple(layout.values())) if out is None else out
         flat_index = index.reshape(-1)
@@ -334,9 +349,16 @@ class RingStorage:
     def output_layout(
         self, index_shape: tuple[int, ...], paths: Iterable[KeyPath]
     ) -> dict[KeyPath, tuple[tuple[int, ...], torch.dtype]]:
-        """Shape and dtype of what :meth:`gather` returns for an index of ``index_shape``."""
+        """Shape and dtype of what :meth:`gather` returns for an index of ``index_shape``.
+
+        Raises:
+            ValueError: nothing was written yet.
+            LeafNotLoadedError: one of ``paths`` was not loaded.
+        """
         if self.spec is None:
             raise ValueError("storage is empty: nothing was written yet")
+        paths = list(paths)
+        self._loaded(paths, "reading rows")
         return {p: ((*index_shape, *self.spec[p].shape), self.spec[p].dtype) for p in paths}
 
     def check_out(

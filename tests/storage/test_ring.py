@@ -41,6 +41,7 @@ class Rows:
     leaves: dict[KeyPath, torch.Tensor]
     env_count: int | None = None
     reads: list[dict[KeyPath, torch.Tensor]] = field(default_factory=list)
+    absent: frozenset[KeyPath] = frozenset()
 
     @property
     def spec(self) -> Spec:

@@ -205,22 +205,25 @@ def show_problems(problems: Sequence[str], *, what: str) -> None:
                 st.text(f"... and {len(problems) - 50} more")
 
 
-@st.cache_resource(show_spinner="Loading the buffer...", max_entries=4)
-def _cached_buffer(path: str, key: Fingerprint) -> Any:
+@st.cache_resource(show_spinner="Reading the buffer's index...", max_entries=16)
+def _cached_index(path: str, key: Fingerprint) -> Any:
     del key
-    return load_buffer(path, device="cpu")
+    return load_buffer(path, device="cpu", leaves=[])
 
 
-def loaded_buffer(path: Path) -> Any:
-    """The buffer checkpoint at ``path``, loaded once per version and shared by sessions.
+def index_buffer(path: Path) -> Any:
+    """The buffer checkpoint at ``path`` loaded index-only (``leaves=[]``: the ring position,
+    the saved state and the leaves its sampler reads, such as end flags and motion ids, with
+    their blocks verified), once per version and shared by sessions.
 
-    Callers must not mutate it: sample with ``generator=`` (the buffer's own stream stays put)
-    and apply changes to a copy.
+    It draws exactly the ``sample_index`` of a full load and holds no rows, so a 4.7 GB buffer
+    costs the lab a few MB. Callers must not mutate it: sample with ``generator=`` (the
+    buffer's own stream stays put) and apply changes to a copy.
 
     Raises:
         Whatever :func:`bufcore.load_buffer` raises for a damaged checkpoint (READ_ERRORS).
     """
-    return _cached_buffer(str(path), fingerprint(path))
+    return _cached_index(str(path), fingerprint(path))
 
 
 def session_priorities(buffer_path: Path) -> np.ndarray | None:

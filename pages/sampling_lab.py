@@ -78,7 +78,7 @@ if entry is not None and entry.summary is not None:
         st.info(f"{entry.path}: the buffer is empty; there is nothing to sample.")
         st.stop()
     try:
-        loaded = ui.loaded_buffer(entry.path)
+        loaded = ui.index_buffer(entry.path)
     except READ_ERRORS as err:
         st.error(f"{entry.path}: the buffer cannot be loaded: {err}")
         st.stop()

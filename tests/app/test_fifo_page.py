@@ -74,3 +74,4 @@ def test_end_flags_that_cannot_be_read_are_an_error_naming_the_file_and_leaf(
         "cannot read the end flags" in error.value and "the disk said no" in error.value
         for error in at.error
     )
+

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.curriculum_view import CurriculumHistory, normalised, per_motion
+from app.curriculum_history import CurriculumHistory, normalised
+from app.curriculum_view import per_motion
 from app.trajectory_stats import MotionLengths, WindowSettings
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from app.curriculum_view import CurriculumHistory
+from app.curriculum_history import CurriculumHistory
 from app.figures import line_trace, styled
 
 # Lines drawn in the priority-evolution chart (the highest current priorities).

@@ -17,7 +17,7 @@ from typing import Any, Literal, overload
 import numpy as np
 import streamlit as st
 
-from app.curriculum_view import (
+from app.curriculum_history import (
     CurriculumHistory,
     UnmappedRecords,
     history_from_checkpoint,

@@ -17,10 +17,9 @@ from app.curriculum_figures import (
     priority_lines,
     spread_figure,
 )
+from app.curriculum_history import SORTS, motion_order
 from app.curriculum_view import (
-    SORTS,
     format_options,
-    motion_order,
     motion_view,
     new_priorities,
     per_motion,

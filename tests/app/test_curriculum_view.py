@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 from app import curriculum_view
-from app.curriculum_view import (
+from app.curriculum_history import (
     UnmappedRecords,
     history_from_checkpoint,
     history_from_records,
     motion_order,
+)
+from app.curriculum_view import (
     new_priorities,
     next_version,
     per_motion,
@@ -226,7 +228,7 @@ def test_the_motion_history_figure_refuses_an_unrecorded_motion() -> None:
     import pytest
 
     from app.curriculum_figures import motion_history
-    from app.curriculum_view import CurriculumHistory
+    from app.curriculum_history import CurriculumHistory
 
     history = CurriculumHistory(np.array([10]), np.array([4]), np.ones((1, 1)), np.ones((1, 1)),
                                 np.ones((1, 1)), "test")
@@ -237,7 +239,7 @@ def test_the_motion_history_figure_refuses_an_unrecorded_motion() -> None:
 
 def test_the_motion_history_probability_axis_ticks_on_its_own_values_from_zero() -> None:
     from app.curriculum_figures import motion_history
-    from app.curriculum_view import CurriculumHistory
+    from app.curriculum_history import CurriculumHistory
 
     history = CurriculumHistory(np.array([10, 20]), np.array([4]), np.ones((2, 1)),
                                 np.full((2, 1), 0.05), np.ones((2, 1)), "test")

@@ -192,6 +192,9 @@ class CheckpointedBuffer(ABC):
             ValueError: a key contains the nested key separator.
             FileExistsError: ``path`` exists and is not a checkpoint directory; with
                 ``replace=False``, anything exists at ``path``.
+            TypeError: ``replace`` is not a bool (nothing is written).
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out
+                (nothing is written).
         """
         storage = self._storage
         state = {"seed": self.seed, "generator": generator_state(self._generator)}

@@ -109,6 +109,7 @@ def save_checkpoint(
             touched).
         FileExistsError: ``path`` exists and is not a checkpoint directory; with
             ``replace=False``, anything exists at ``path``.
+        TypeError: ``replace`` is not a bool (checked before any file is touched).
     """
     names = {p: join_key_path(p, checkpoint.separator) for p in checkpoint.spec}
     for key_path, name in names.items():

@@ -302,6 +302,10 @@ def _build(
                 raise
             raise StateError("config", str(err)) from err
         buffer._restore(opened, config, state)
+        if leaves is not None:
+            # The rows read were verified block by block; with none read (no rows stored),
+            # the metadata the spec and ring position came from still must be.
+            opened.verify_metadata()
     except MemoryError as err:
         # A sound checkpoint may be too large for this host: not corrupt, but say which file.
         raise MemoryError(f"{opened.path / 'config.json'}: config['capacity']: {err}") from err

@@ -247,6 +247,16 @@ class OpenedCheckpoint:
         (a load with ``leaves=``); their bytes are then never read."""
         self._loaded = paths
 
+    def verify_metadata(self) -> None:
+        """Hash the blocks of buffer.hdf5 its HDF5 metadata lies in, unless done already: an
+        opening that does not stream the file (``hash_payload=False``) and reads no rows (a
+        checkpoint without any) verifies nothing else of it.
+
+        Raises:
+            CorruptCheckpointError: a block differs from the manifest (names buffer.hdf5).
+        """
+        self._reader.verify_metadata()
+
     def row_source(self, separator: str, batch_dims: int) -> CheckpointRows:
         """The stored rows, for a buffer with this separator and number of batch axes.
 

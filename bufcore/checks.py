@@ -108,6 +108,18 @@ def check_real(
     return number
 
 
+def check_bool(value: Any, argument: str) -> bool:
+    """``value`` if it is a ``bool``: a flag given as ``"no"`` or ``None`` is refused rather than
+    read by its truthiness.
+
+    Raises:
+        TypeError: anything but ``True`` or ``False``.
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"{argument}: expected a bool, got {_describe(value)}")
+    return value
+
+
 def check_choice(value: Any, argument: str, choices: Sequence[S]) -> S:
     """``value`` if it is one of ``choices`` (strings).
 

@@ -192,6 +192,9 @@ class CheckpointedBuffer(ABC):
             ValueError: a key contains the nested key separator.
             FileExistsError: ``path`` exists and is not a checkpoint directory; with
                 ``replace=False``, anything exists at ``path``.
+            TypeError: ``replace`` is not a bool (nothing is written).
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out
+                (nothing is written).
         """
         storage = self._storage
         state = {"seed": self.seed, "generator": generator_state(self._generator)}
@@ -299,6 +302,10 @@ def _build(
                 raise
             raise StateError("config", str(err)) from err
         buffer._restore(opened, config, state)
+        if leaves is not None:
+            # The rows read were verified block by block; with none read (no rows stored),
+            # the metadata the spec and ring position came from still must be.
+            opened.verify_metadata()
     except MemoryError as err:
         # A sound checkpoint may be too large for this host: not corrupt, but say which file.
         raise MemoryError(f"{opened.path / 'config.json'}: config['capacity']: {err}") from err

@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from bufcore.checks import check_bool
 from bufcore.persist.syscalls import exchange, fsync_path, rename_new
 
 # As many links as the kernel follows in one path (Linux's MAXSYMLINKS).
@@ -156,8 +157,9 @@ def publish_directory(
         FileExistsError: ``path`` is a file, a symbolic link loop, or a directory
             ``replaceable`` refuses (refusing protects user data from being swapped out and
             deleted); with ``replace=False``, anything exists at ``path``.
+        TypeError: ``replace`` is not a bool (checked before anything is touched).
     """
-    if not replace and os.path.lexists(path):
+    if not check_bool(replace, "replace") and os.path.lexists(path):
         raise FileExistsError(f"path: {path} exists; refusing to replace it (replace=False)")
     destination = resolve_destination(path)
     parent = destination.parent

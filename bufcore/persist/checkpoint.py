@@ -109,6 +109,7 @@ def save_checkpoint(
             touched).
         FileExistsError: ``path`` exists and is not a checkpoint directory; with
             ``replace=False``, anything exists at ``path``.
+        TypeError: ``replace`` is not a bool (checked before any file is touched).
     """
     names = {p: join_key_path(p, checkpoint.separator) for p in checkpoint.spec}
     for key_path, name in names.items():
@@ -245,6 +246,16 @@ class OpenedCheckpoint:
         """Make every later :meth:`row_source` leave out the stored leaves not in ``paths``
         (a load with ``leaves=``); their bytes are then never read."""
         self._loaded = paths
+
+    def verify_metadata(self) -> None:
+        """Hash the blocks of buffer.hdf5 its HDF5 metadata lies in, unless done already: an
+        opening that does not stream the file (``hash_payload=False``) and reads no rows (a
+        checkpoint without any) verifies nothing else of it.
+
+        Raises:
+            CorruptCheckpointError: a block differs from the manifest (names buffer.hdf5).
+        """
+        self._reader.verify_metadata()
 
     def row_source(self, separator: str, batch_dims: int) -> CheckpointRows:
         """The stored rows, for a buffer with this separator and number of batch axes.

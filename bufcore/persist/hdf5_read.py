@@ -209,6 +209,16 @@ class PayloadReader:
             return None
         return join(self._metadata, data)
 
+    def verify_metadata(self, what: str = "HDF5 metadata") -> None:
+        """Hash the manifest blocks the HDF5 metadata lies in (once per opening), for a read
+        that does not stream the whole file: the spec and row count came from it.
+
+        Raises:
+            CorruptCheckpointError: a block differs from the manifest (names ``what``).
+        """
+        with damage_reported(self.path, CorruptCheckpointError):
+            self._blocks.verify(self._span(None, None), what)
+
     def read_rows(self, path: KeyPath, selection: Rows) -> np.ndarray:
         """Rows of leaf ``path`` (one :meth:`leaves` checked) at a step-1 slice or at in-range
         indices, in native byte order, once the blocks they lie in are verified.
@@ -270,7 +280,7 @@ class PayloadReader:
             # rows are read: the spec came from it).
             named = ", ".join(format_key_path(key) for key in dests)
             what = {0: "HDF5 metadata", 1: f"leaf {named}"}.get(len(dests), f"leaves {named}")
-            self._blocks.verify(self._span(None, None), what)
+            self.verify_metadata(what)
             for key in dests:
                 self._blocks.verify(
                     self._span(h5[self._names[key]], None), f"leaf {format_key_path(key)}"

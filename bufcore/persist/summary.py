@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bufcore.checks import check_separator
+from bufcore.checks import check_bool, check_separator
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint, saved_ring_position
 from bufcore.tree import KeyPath, as_key, as_key_path, dtype_name
@@ -132,7 +132,9 @@ def summarize_checkpoint(
         FileNotFoundError: ``path`` is not a directory.
         CorruptCheckpointError: a file is missing, malformed or inconsistent, or (with
             ``verify``) buffer.hdf5 differs from the manifest; names the file and field.
+        TypeError: ``verify`` is not a bool (checked before anything is read).
     """
+    verify = check_bool(verify, "verify")
     return load_checkpoint(
         path, lambda opened: summarize_opened(opened, verify=verify), hash_payload=verify
     )

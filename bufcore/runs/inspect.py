@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bufcore.checks import check_bool
 from bufcore.persist.manifest import CONFIG, MANIFEST, PAYLOAD
 from bufcore.persist.run_checkpoint import BUFFERS, CHECKPOINT_DIR, METRICS_FILE, RUN_STATE
 from bufcore.persist.run_summary import (
@@ -79,7 +80,9 @@ def inspect_path(path: str | os.PathLike[str], *, verify: bool = False) -> Inspe
             expected).
         CorruptFileError: a file in it is missing, damaged or inconsistent (names the file;
             a :class:`~bufcore.errors.CorruptCheckpointError` for checkpoint files).
+        TypeError: ``verify`` is not a bool (checked before anything is read).
     """
+    verify = check_bool(verify, "verify")
     root = Path(path)
     if not root.exists():
         raise FileNotFoundError(f"{root}: no such file or directory")

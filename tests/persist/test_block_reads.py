@@ -238,3 +238,26 @@ def test_a_bfm_zero_directory_without_a_manifest_loads_some_leaves_unverified(
     buffer = bufcore.load_buffer(path, leaves=["action"])
     assert torch.equal(buffer._storage.view(("action",))[:5], torch.ones(5, 2))
     assert buffer._storage.absent == {("observation", "state")}
+
+
+def empty_checkpoint(path: Path, kind: str) -> None:
+    """A checkpoint of ``kind`` that holds no rows (a fixed-spec ZBuffer: its dataset exists)."""
+    if kind == "z":
+        bufcore.ZBuffer(3, 4, seed=0).save(path)
+    elif kind == "dict":
+        bufcore.DictBuffer(capacity=2, seed=0).save(path)
+    else:
+        bufcore.TrajectoryDictBufferMultiDim(capacity=2, n_dim=1, seed=0).save(path)
+
+
+@pytest.mark.parametrize("kind", ["z", "dict", "online"])
+def test_a_partial_load_of_a_checkpoint_without_rows_refuses_a_flipped_metadata_byte(
+    tmp_path: Path, kind: str
+) -> None:
+    # No rows are read, but the spec and ring position came from the metadata: a full load and
+    # read_leaf refuse this file, so an index-only load must too.
+    empty_checkpoint(tmp_path / "ckpt", kind)
+    # Near the end: free space HDF5 does not parse, so the file still opens.
+    flip(tmp_path / "ckpt", (tmp_path / "ckpt" / "buffer.hdf5").stat().st_size - 8)
+    with pytest.raises(CorruptCheckpointError, match=r"buffer\.hdf5: HDF5 metadata: sha256"):
+        bufcore.load_buffer(tmp_path / "ckpt", leaves=[])

@@ -134,3 +134,33 @@ def test_the_no_replace_rename_refuses_an_existing_empty_directory(tmp_path: Pat
     with pytest.raises(FileExistsError):
         atomic.rename_new(tmp_path / "a", tmp_path / "b")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+@pytest.mark.parametrize("replace", ["no", "False", None, 0, 1])
+def test_a_replace_that_is_not_a_bool_is_a_type_error_and_the_checkpoint_stays(
+    tmp_path: Path, replace: object
+) -> None:
+    # A truthy string such as "no" must not silently replace a checkpoint.
+    target = tmp_path / "ckpt"
+    small(2).save(target)
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    with pytest.raises(TypeError, match=r"replace: expected a bool, got"):
+        small(2, first=10).save(target, replace=replace)  # type: ignore[arg-type]
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
+@pytest.mark.parametrize("replace", ["no", None])
+def test_publish_directory_refuses_a_replace_that_is_not_a_bool_before_writing(
+    tmp_path: Path, replace: object
+) -> None:
+    written: list[Path] = []
+    with pytest.raises(TypeError, match=r"replace: expected a bool, got"):
+        publish_directory(
+            tmp_path / "new",
+            written.append,
+            replaceable=lambda p: True,
+            replace=replace,  # type: ignore[arg-type]
+        )
+    assert written == []
+    assert list(tmp_path.iterdir()) == []

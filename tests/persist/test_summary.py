@@ -223,3 +223,12 @@ def test_the_checkpoint_fixtures_summarize_as_they_load(tmp_path: Path) -> None:
         )
         assert math.isclose(sum(row.total_bytes for row in summary.spec),
                             summary.row_bytes * summary.length)
+
+
+@pytest.mark.parametrize("verify", ["no", None, 1])
+def test_a_verify_that_is_not_a_bool_is_a_type_error_naming_verify(
+    tmp_path: Path, verify: object
+) -> None:
+    dict_buffer(tmp_path / "ckpt", 2, 2)
+    with pytest.raises(TypeError, match=r"verify: expected a bool, got"):
+        summarize_checkpoint(tmp_path / "ckpt", verify=verify)  # type: ignore[arg-type]

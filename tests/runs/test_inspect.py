@@ -15,7 +15,7 @@ import pytest
 import bufcore
 from bufcore.curriculum.history import Round, history_to_state
 from bufcore.curriculum.priorities import PriorityOptions
-from bufcore.runs.inspect import human_bytes
+from bufcore.runs.inspect import human_bytes, inspect_path
 
 
 def bufcore_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -247,3 +247,14 @@ def test_help_shows_an_example(command: list[str]) -> None:
 )
 def test_human_bytes_uses_binary_units(count: int, text: str) -> None:
     assert human_bytes(count) == text
+
+
+@pytest.mark.parametrize("verify", ["no", None, 1])
+def test_inspect_path_refuses_a_verify_that_is_not_a_bool_naming_verify(
+    tmp_path: Path, verify: object
+) -> None:
+    buffer = bufcore.DictBuffer(capacity=2, seed=0)
+    buffer.extend({"x": [1, 2]})
+    buffer.save(tmp_path / "ckpt")
+    with pytest.raises(TypeError, match=r"verify: expected a bool, got"):
+        inspect_path(tmp_path / "ckpt", verify=verify)  # type: ignore[arg-type]

@@ -34,13 +34,8 @@ from bufcore.checks import (
 )
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
-from bufcore.persist.checkpoint import (
-    BufferCheckpoint,
-    OpenedCheckpoint,
-    load_checkpoint,
-    save_checkpoint,
-    saved_ring_position,
-)
+from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint, saved_ring_position
+from bufcore.persist.checkpoint_write import BufferCheckpoint, save_checkpoint
 from bufcore.rng import generator_state, restore_generator, undone_on_error
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import Key, KeyPath, key_list, select_paths

@@ -8,29 +8,27 @@ A checkpoint is a directory (DESIGN §3):
 - ``state.json``: bufcore-only state (generator state, priorities, ...), which BFM-Zero ignores.
 - ``manifest.json``: what the others must be (:mod:`bufcore.persist.manifest`).
 
-Buffers never open files. A save hands :func:`save_checkpoint` a :class:`BufferCheckpoint`:
-plain JSON-ready config and state plus the row tensors. A load (:func:`load_checkpoint`) opens
-the directory, verifies every small file before parsing it, starts streaming and hashing
-``buffer.hdf5``, and hands the buffer class an :class:`OpenedCheckpoint`: the parsed config and
-state, and a :class:`~bufcore.storage.ring.RowSource` that copies the rows straight into the
-buffer's freshly allocated storage. Every checksum is verified before the buffer is returned.
+Buffers never open files. A save goes through :mod:`bufcore.persist.checkpoint_write`. A load
+(:func:`load_checkpoint`) opens the directory, verifies every small file before parsing it,
+starts streaming and hashing ``buffer.hdf5``, and hands the buffer class an
+:class:`OpenedCheckpoint`: the parsed config and state, and a
+:class:`~bufcore.storage.ring.RowSource` that copies the rows straight into the buffer's freshly
+allocated storage. Every checksum is verified before the buffer is returned.
 A load of some leaves (``leaves=``, :meth:`OpenedCheckpoint.load_only`) does not stream the file:
 it reads those leaves' bytes alone and verifies the blocks they lie in
 (:mod:`bufcore.persist.blocks`).
 A :class:`~bufcore.errors.StateError` the buffer raises about its saved state becomes a
 :class:`~bufcore.errors.CorruptCheckpointError` naming the file that part came from.
 
-Publishing is atomic (:func:`bufcore.persist.atomic.publish_directory`); nothing is unpickled.
+Nothing is unpickled.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,26 +37,23 @@ import torch
 
 from bufcore.errors import CorruptCheckpointError, StateError, StatePart
 from bufcore.fields import Field
-from bufcore.persist.atomic import publish_directory
-from bufcore.persist.hashing import Digests, seal_file
-from bufcore.persist.hdf5 import block_entry, check_hdf5_name, payload_stream, write_payload
+from bufcore.persist.hashing import Digests
+from bufcore.persist.hdf5 import payload_stream
 from bufcore.persist.hdf5_read import PayloadReader
 from bufcore.persist.manifest import (
     CONFIG,
     MANIFEST,
     PAYLOAD,
     STATE,
-    build_manifest,
     check_manifest,
     manifest_spec,
     parse_json,
     payload_digests,
-    replaceable_checkpoint,
     verify_bytes,
 )
 from bufcore.persist.snapshot import CheckpointSnapshot
 from bufcore.persist.stream import PayloadStream
-from bufcore.tree import KeyPath, Spec, format_key_path, join_key_path
+from bufcore.tree import KeyPath, Spec
 
 T = TypeVar("T")
 
@@ -68,102 +63,6 @@ _LISTED_MISSING = "file listed in the manifest is missing"
 # Opening starts over when a save swapped the directory meanwhile; a path replaced this often
 # while one load opens it is reported as it is.
 _ATTEMPTS = 5
-
-
-@dataclass(frozen=True)
-class BufferCheckpoint:
-    """What a dict-family buffer saves: plain data plus its rows.
-
-    Attributes:
-        target: ``__target__`` for config.json (the class's canonical name).
-        config: The remaining config.json fields, ``_idx`` and ``_is_full`` included.
-        separator: Nested key separator used to name datasets.
-        batch_dims: Leading batch axes of every dataset (1: ``[rows]``, 2: ``[rows, env]``).
-        spec: Key path -> trailing shape and dtype.
-        arrays: Key path -> rows to save (``[rows, (env,) *shape]``; any device, may be strided).
-        state: JSON-ready bufcore-only state.
-    """
-
-    target: str
-    config: dict[str, Any]
-    separator: str
-    batch_dims: int
-    spec: Spec
-    arrays: dict[KeyPath, torch.Tensor]
-    state: dict[str, Any] = field(default_factory=dict)
-
-
-def save_checkpoint(
-    path: str | os.PathLike[str], checkpoint: BufferCheckpoint, *, replace: bool = True
-) -> None:
-    """Write ``checkpoint`` as a directory at ``path``, atomically.
-
-    Args:
-        path: The checkpoint directory.
-        checkpoint: What to write.
-        replace: False: create only; anything at ``path`` is an error, checked atomically
-            with the final rename (:func:`bufcore.persist.atomic.publish_directory`).
-
-    Raises:
-        ValueError: a key contains the nested key separator or '/' (checked before any file is
-            touched).
-        FileExistsError: ``path`` exists and is not a checkpoint directory; with
-            ``replace=False``, anything exists at ``path``.
-        TypeError: ``replace`` is not a bool (checked before any file is touched).
-    """
-    names = {p: join_key_path(p, checkpoint.separator) for p in checkpoint.spec}
-    for key_path, name in names.items():
-        check_hdf5_name(name, f"key {format_key_path(key_path)}: dataset name")
-    publish_directory(
-        path,
-        lambda staging: _write_files(staging, checkpoint, names),
-        replaceable=replaceable_checkpoint,
-        kind="checkpoint directory",
-        replace=replace,
-    )
-
-
-def _write_files(staging: Path, checkpoint: BufferCheckpoint, names: dict[KeyPath, str]) -> None:
-    first = next(iter(checkpoint.arrays.values()), None)
-    rows = 0 if first is None else int(first.shape[0])
-    env_count = int(first.shape[1]) if first is not None and checkpoint.batch_dims == 2 else None
-    hasher = write_payload(staging / PAYLOAD, checkpoint.spec, checkpoint.arrays, names)
-    try:
-        config = {**checkpoint.config, "__target__": checkpoint.target}
-        _write_json(staging / CONFIG, config, indent=4)
-        _write_json(staging / STATE, checkpoint.state)
-        # The payload's last slots are still being hashed; its fsync runs meanwhile.
-        files = {PAYLOAD: seal_file(staging / PAYLOAD, lambda: block_entry(hasher))}
-    finally:
-        hasher.close()
-    files.update({name: seal_file(staging / name) for name in (CONFIG, STATE)})
-    manifest = build_manifest(
-        names=names,
-        target=checkpoint.target,
-        separator=checkpoint.separator,
-        batch_dims=checkpoint.batch_dims,
-        env_count=env_count,
-        rows=rows,
-        spec=checkpoint.spec,
-        files=files,
-    )
-    _write_json(staging / MANIFEST, manifest, indent=2)
-    seal_file(staging / MANIFEST)
-
-
-def _write_json(path: Path, data: Any, *, indent: int | None = None) -> None:
-    """Write ``data`` as strict JSON.
-
-    Raises:
-        ValueError: ``data`` holds a NaN or infinite float: Python would write a ``NaN`` token,
-            which strict JSON readers refuse (bufcore's saved state is finite, so this is a bug
-            to report, not to write).
-    """
-    try:
-        text = json.dumps(data, indent=indent, allow_nan=False)
-    except ValueError as err:
-        raise ValueError(f"{path.name}: {err}; JSON has no NaN or infinity") from err
-    path.write_text(text + "\n", encoding="utf-8")
 
 
 class CheckpointRows:

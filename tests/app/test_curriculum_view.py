@@ -25,7 +25,7 @@ from app.curriculum_view import (
 )
 from app.run_data import read_log
 from bufcore import load_buffer
-from bufcore.persist import checkpoint
+from bufcore.persist import checkpoint_write
 
 
 def test_history_from_the_log_matches_the_history_saved_in_run_json(demo_run: Path) -> None:
@@ -188,15 +188,15 @@ def test_a_version_saved_by_another_session_while_this_one_writes_is_not_replace
     source = run_copy / "checkpoint" / "buffers" / "expert"
     count = len(load_buffer(source).motion_ids)
     ours, theirs = np.arange(1.0, count + 1), np.arange(count, 0.0, -1)
-    write_files = checkpoint._write_files
+    write_files = checkpoint_write._write_files
 
     def other_session_saves_meanwhile(*args: object, **kwargs: object) -> None:
         write_files(*args, **kwargs)  # type: ignore[arg-type]
-        monkeypatch.setattr(checkpoint, "_write_files", write_files)
+        monkeypatch.setattr(checkpoint_write, "_write_files", write_files)
         # It picked the same version (1, still free) and publishes it first.
         assert save_reprioritized(source, run_copy, "bin", theirs).name == "expert-bin-1"
 
-    monkeypatch.setattr(checkpoint, "_write_files", other_session_saves_meanwhile)
+    monkeypatch.setattr(checkpoint_write, "_write_files", other_session_saves_meanwhile)
     mine = save_reprioritized(source, run_copy, "bin", ours)
     assert mine.name == "expert-bin-2"
     np.testing.assert_allclose(

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import bufcore.persist.atomic
-import bufcore.persist.checkpoint
+import bufcore.persist.checkpoint_write
 import bufcore.persist.hdf5
 from bufcore import DictBuffer
 from tests.fault.checkpoint_writer import CAPACITY, KILL_POINTS, generation, rows_of
@@ -210,8 +210,8 @@ def fail_on_call(monkeypatch: pytest.MonkeyPatch, where: str, call: int) -> None
 
 WRITE_FAULTS = [
     pytest.param("hdf5._write_dataset", 2, id="second-dataset"),
-    pytest.param("checkpoint._write_json", 2, id="state-json"),
-    pytest.param("checkpoint.seal_file", 4, id="sealing-the-manifest"),
+    pytest.param("checkpoint_write._write_json", 2, id="state-json"),
+    pytest.param("checkpoint_write.seal_file", 4, id="sealing-the-manifest"),
     pytest.param("atomic.fsync_path", 1, id="fsync-of-staging"),
 ]
 

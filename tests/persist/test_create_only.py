@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bufcore import DictBuffer
-from bufcore.persist import atomic, checkpoint
+from bufcore.persist import atomic, checkpoint_write
 from bufcore.persist.atomic import publish_directory
 
 
@@ -36,14 +36,14 @@ def stored(path: Path) -> list[int]:
 def during_write(monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> None:
     """Make ``act`` run once, after the next save's files are written and before they are
     published (saves inside ``act`` write normally)."""
-    write_files = checkpoint._write_files
+    write_files = checkpoint_write._write_files
 
     def write_then_act(*args: object, **kwargs: object) -> None:
         write_files(*args, **kwargs)  # type: ignore[arg-type]
-        monkeypatch.setattr(checkpoint, "_write_files", write_files)
+        monkeypatch.setattr(checkpoint_write, "_write_files", write_files)
         act()
 
-    monkeypatch.setattr(checkpoint, "_write_files", write_then_act)
+    monkeypatch.setattr(checkpoint_write, "_write_files", write_then_act)
 
 
 @pytest.mark.parametrize("capacity", [1, 2, 7])

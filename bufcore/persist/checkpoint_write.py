@@ -1,0 +1,127 @@
+"""Writing a dict-family checkpoint: a buffer's saved state published as one directory.
+
+The layout is :mod:`bufcore.persist.checkpoint`'s (``config.json``, ``buffer.hdf5``,
+``state.json``, ``manifest.json``). Buffers never open files: a save hands
+:func:`save_checkpoint` a :class:`BufferCheckpoint`, plain JSON-ready config and state plus the
+row tensors. The files are written into a staging directory, sealed (fsynced, checksummed into
+the manifest) and published atomically (:func:`bufcore.persist.atomic.publish_directory`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bufcore.persist.atomic import publish_directory
+from bufcore.persist.hashing import seal_file
+from bufcore.persist.hdf5 import block_entry, check_hdf5_name, write_payload
+from bufcore.persist.manifest import (
+    CONFIG,
+    MANIFEST,
+    PAYLOAD,
+    STATE,
+    build_manifest,
+    replaceable_checkpoint,
+)
+from bufcore.tree import KeyPath, Spec, format_key_path, join_key_path
+
+
+@dataclass(frozen=True)
+class BufferCheckpoint:
+    """What a dict-family buffer saves: plain data plus its rows.
+
+    Attributes:
+        target: ``__target__`` for config.json (the class's canonical name).
+        config: The remaining config.json fields, ``_idx`` and ``_is_full`` included.
+        separator: Nested key separator used to name datasets.
+        batch_dims: Leading batch axes of every dataset (1: ``[rows]``, 2: ``[rows, env]``).
+        spec: Key path -> trailing shape and dtype.
+        arrays: Key path -> rows to save (``[rows, (env,) *shape]``; any device, may be strided).
+        state: JSON-ready bufcore-only state.
+    """
+
+    target: str
+    config: dict[str, Any]
+    separator: str
+    batch_dims: int
+    spec: Spec
+    arrays: dict[KeyPath, torch.Tensor]
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str], checkpoint: BufferCheckpoint, *, replace: bool = True
+) -> None:
+    """Write ``checkpoint`` as a directory at ``path``, atomically.
+
+    Args:
+        path: The checkpoint directory.
+        checkpoint: What to write.
+        replace: False: create only; anything at ``path`` is an error, checked atomically
+            with the final rename (:func:`bufcore.persist.atomic.publish_directory`).
+
+    Raises:
+        ValueError: a key contains the nested key separator or '/' (checked before any file is
+            touched).
+        FileExistsError: ``path`` exists and is not a checkpoint directory; with
+            ``replace=False``, anything exists at ``path``.
+        TypeError: ``replace`` is not a bool (checked before any file is touched).
+    """
+    names = {p: join_key_path(p, checkpoint.separator) for p in checkpoint.spec}
+    for key_path, name in names.items():
+        check_hdf5_name(name, f"key {format_key_path(key_path)}: dataset name")
+    publish_directory(
+        path,
+        lambda staging: _write_files(staging, checkpoint, names),
+        replaceable=replaceable_checkpoint,
+        kind="checkpoint directory",
+        replace=replace,
+    )
+
+
+def _write_files(staging: Path, checkpoint: BufferCheckpoint, names: dict[KeyPath, str]) -> None:
+    first = next(iter(checkpoint.arrays.values()), None)
+    rows = 0 if first is None else int(first.shape[0])
+    env_count = int(first.shape[1]) if first is not None and checkpoint.batch_dims == 2 else None
+    hasher = write_payload(staging / PAYLOAD, checkpoint.spec, checkpoint.arrays, names)
+    try:
+        config = {**checkpoint.config, "__target__": checkpoint.target}
+        _write_json(staging / CONFIG, config, indent=4)
+        _write_json(staging / STATE, checkpoint.state)
+        # The payload's last slots are still being hashed; its fsync runs meanwhile.
+        files = {PAYLOAD: seal_file(staging / PAYLOAD, lambda: block_entry(hasher))}
+    finally:
+        hasher.close()
+    files.update({name: seal_file(staging / name) for name in (CONFIG, STATE)})
+    manifest = build_manifest(
+        names=names,
+        target=checkpoint.target,
+        separator=checkpoint.separator,
+        batch_dims=checkpoint.batch_dims,
+        env_count=env_count,
+        rows=rows,
+        spec=checkpoint.spec,
+        files=files,
+    )
+    _write_json(staging / MANIFEST, manifest, indent=2)
+    seal_file(staging / MANIFEST)
+
+
+def _write_json(path: Path, data: Any, *, indent: int | None = None) -> None:
+    """Write ``data`` as strict JSON.
+
+    Raises:
+        ValueError: ``data`` holds a NaN or infinite float: Python would write a ``NaN`` token,
+            which strict JSON readers refuse (bufcore's saved state is finite, so this is a bug
+            to report, not to write).
+    """
+    try:
+        text = json.dumps(data, indent=indent, allow_nan=False)
+    except ValueError as err:
+        raise ValueError(f"{path.name}: {err}; JSON has no NaN or infinity") from err
+    path.write_text(text + "\n", encoding="utf-8")

@@ -178,7 +178,11 @@ class TrajectoryDictBuffer(WindowedBuffer):
 
     @property
     def storage(self) -> dict[str, Any]:
-        """Live nested views ``[capacity, ...]`` of the rows (read only)."""
+        """Live nested views ``[capacity, ...]`` of the rows (read only).
+
+        Raises:
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out.
+        """
         return unflatten(self._storage.views)
 
     def __repr__(self) -> str:

@@ -87,6 +87,9 @@ class DictBuffer(CheckpointedBuffer):
         """Live nested views ``[capacity, ...]`` of the rows, BFM-Zero's ``storage`` (read only).
 
         ``None`` before the first extend.
+
+        Raises:
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out.
         """
         return unflatten(self._storage.views) if self._storage.allocated else None
 
@@ -110,6 +113,7 @@ class DictBuffer(CheckpointedBuffer):
             ValueError: missing or extra keys, a missing batch axis, a wrong trailing shape,
                 unequal batch sizes, or values outside the stored dtype's range.
             MemoryError: the first batch's ``capacity`` rows cannot be allocated.
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` (nothing changes).
         """
         batch = self._storage.validate(data)
         if batch.size == 0:
@@ -171,6 +175,7 @@ class DictBuffer(CheckpointedBuffer):
             TypeError: ``generator`` is not a ``torch.Generator``, ``out`` is not a mapping,
                 or one of its leaves is not a tensor of the stored dtype.
             MemoryError: the output cannot be allocated (the generator is left as it was).
+            LeafNotLoadedError: a leaf it gathers was left out by ``load(..., leaves=)``.
         """
         targets = None
         if out is not None:
@@ -211,7 +216,11 @@ class DictBuffer(CheckpointedBuffer):
         return torch.randint(len(self), (batch_size,), generator=generator, device=self.device)
 
     def get_full_buffer(self) -> dict[str, Any]:
-        """A copy of the filled rows in chronological order (oldest first); ``{}`` when empty."""
+        """A copy of the filled rows in chronological order (oldest first); ``{}`` when empty.
+
+        Raises:
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out.
+        """
         if self.empty():
             return {}
         time_index = self._storage.chronological_time_index()

@@ -258,6 +258,7 @@ class WindowedBuffer(CheckpointedBuffer):
                 leaf that is not a tensor of the stored dtype.
             KeyError: an output key matches no stored leaf.
             MemoryError: the output cannot be allocated (the generator is left as it was).
+            LeafNotLoadedError: a leaf it gathers was left out by ``load(..., leaves=)``.
         """
         targets = None if out is None else self._checked_out(out, batch_size, seq_length)
         with self._drawing(generator, argument="batch_size") as drawn_from:

@@ -83,6 +83,7 @@ class ZBuffer(CheckpointedBuffer):
         Raises:
             ValueError: the shape is not ``[n, dim]``.
             TypeError: ``z`` is not numeric, or its dtype cannot be cast safely.
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` (nothing changes).
         """
         tensor = self._storage.check_leaf(z, _Z, where="z")
         with torch.no_grad():
@@ -110,6 +111,7 @@ class ZBuffer(CheckpointedBuffer):
             TypeError: ``num`` is not an int, ``device`` not a str or ``torch.device``, or
                 ``generator`` not a ``torch.Generator``.
             MemoryError: the output cannot be allocated (the generator is left as it was).
+            LeafNotLoadedError: a leaf it gathers was left out by ``load(..., leaves=)``.
         """
         with self._drawing(generator, argument="num") as drawn_from:
             rows, target = self._draw_rows(num, device, drawn_from)

@@ -28,7 +28,6 @@ is never changed in place (a save publishes a new directory), so they are the by
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Generator
 from pathlib import Path
@@ -39,7 +38,7 @@ import numpy as np
 import torch
 
 from bufcore.errors import CorruptCheckpointError
-from bufcore.persist.hashing import Digests
+from bufcore.persist.hashing import Digests, hash_range
 
 # Unit of reads, both for hashing a block and for handing bytes to a copy.
 _PIECE_BYTES = 8 << 20
@@ -181,17 +180,9 @@ class BlockReader:
 
     def _check_block(self, index: int, block: int, size: int, digest: str, what: str) -> None:
         start, stop = index * block, min(size, (index + 1) * block)
-        sha256 = hashlib.sha256()
         buffer, _ = self._piece_buffer()
-        position = start
-        while position < stop:
-            view = buffer[: min(_PIECE_BYTES, stop - position)]
-            got = os.preadv(self._fd, [view], position)
-            if got == 0:
-                break
-            sha256.update(view[:got])
-            position += got
-        if position != stop or sha256.hexdigest() != digest:
+        got, hashed = hash_range(self._fd, start, stop, buffer)
+        if hashed != stop - start or got != digest:
             raise CorruptCheckpointError(
                 self.path,
                 f"{what}: sha256 of block {index} (bytes {start} to {stop}) does not match "

@@ -137,6 +137,8 @@ class RingStorage:
         Raises:
             LeafNotLoadedError: names the first such leaf and ``action``.
         """
+        if not self.absent:
+            return  # a full buffer: nothing to look up on the sample/extend path
         for path in paths:
             if path in self.absent:
                 raise LeafNotLoadedError(

@@ -77,7 +77,42 @@ def check_weighting(weighting: object) -> Weighting:
 
 def window_counts(table: TrajectoryTable, need: int) -> torch.Tensor:
     """Valid window starts per trajectory: ``max(0, L - need + 1)``."""
-    return torch.clamp_min(table.lengths - need + 1, 0)
+    return start_counts(table.lengths, need)
+
+
+def start_counts(lengths: torch.Tensor, need: int) -> torch.Tensor:
+    """Valid window starts for trajectories of ``lengths`` rows: ``max(0, L - need + 1)``."""
+    return torch.clamp_min(lengths - need + 1, 0)
+
+
+def window_weights(
+    lengths: torch.Tensor,
+    *,
+    need: int,
+    weighting: Weighting,
+    priorities: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The unnormalised float64 weight with which a drawn window comes from each trajectory.
+
+    ``"trajectory"``: ``p_i * [L_i >= need]``; ``"window"``: ``p_i * max(0, L_i - need + 1)``
+    (``p_i = 1`` without priorities). This is the distribution :func:`draw_from_table` draws
+    from, and the one the dashboard shows; dividing by the sum gives each trajectory's
+    probability.
+
+    Raises:
+        ValueError: an unknown weighting, or priorities not one per trajectory.
+    """
+    weighting = check_weighting(weighting)
+    starts = start_counts(lengths, need)
+    weights = (starts > 0).to(torch.float64) if weighting == "trajectory" else starts.double()
+    if priorities is not None:
+        if priorities.shape != lengths.shape:
+            raise ValueError(
+                f"priorities: expected one per trajectory {list(lengths.shape)}, got "
+                f"{list(priorities.shape)}"
+            )
+        weights = weights * priorities.to(device=weights.device, dtype=torch.float64)
+    return weights
 
 
 def draw_categorical(weights: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
@@ -128,9 +163,7 @@ def draw_from_table(
     """
     starts = window_counts(table, need)
     eligible = starts > 0
-    weights = eligible.to(torch.float64) if weighting == "trajectory" else starts.double()
-    if priorities is not None:
-        weights = weights * priorities.to(torch.float64)
+    weights = window_weights(table.lengths, need=need, weighting=weighting, priorities=priorities)
     if not bool((weights > 0).any()):
         if not bool(eligible.any()):
             raise ValueError(no_eligible_message(table, need, count))

@@ -8,10 +8,11 @@ lists: BFM-Zero's own module paths are listed by name, and anything else is refu
 The state idiom: a buffer turns itself into plain data (``_config()`` for its constructor
 fields, ``_state()`` for what else it needs, plus the ring position, generator state and rows)
 and :mod:`bufcore.persist.checkpoint` turns that into files. Loading runs the other way through
-the public constructor: saved fields become constructor arguments (``_init_kwargs``), the new
-buffer reads its rows straight from the checkpoint into freshly allocated storage
-(``_restore``), and the generator continues its stream. A malformed field raises
-:class:`~bufcore.errors.StateError`, which the loader reports as a corrupt file.
+the public constructor: saved fields become constructor arguments (``saved_options``, the
+one parser of a class's config), the new buffer reads its rows straight from the checkpoint
+into freshly allocated storage (``_restore``), and the generator continues its stream. A
+malformed field raises :class:`~bufcore.errors.StateError`, which the loader reports as a
+corrupt file.
 """
 
 from __future__ import annotations
@@ -118,16 +119,22 @@ class CheckpointedBuffer(ABC):
 
     @classmethod
     @abstractmethod
-    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
-        """Constructor keyword arguments from the saved config and state (``device`` included;
-        ``seed`` is added from state.json).
+    def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
+        """The one parser of this class's saved config: constructor keyword arguments from
+        config.json and state.json (``device`` included; not ``seed``, nor the rows an expert
+        buffer is built from). Loading, summaries and the dashboard all call this.
 
         Raises:
             StateError: a field is missing or of the wrong type.
         """
 
     @classmethod
-    def _saved_layout(cls, config: Field) -> tuple[str, int]:
+    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
+        """Constructor keyword arguments for a load (``seed`` is added from state.json)."""
+        return cls.saved_options(config, state)
+
+    @classmethod
+    def saved_layout(cls, config: Field) -> tuple[str, int]:
         """The nested key separator and batch axes of the saved rows, as the constructor
         takes them from config.json.
 
@@ -137,7 +144,7 @@ class CheckpointedBuffer(ABC):
         return config.optional("nested_key_separator", "-").validate(check_separator), 1
 
     @classmethod
-    def _index_leaves(cls, config: Field) -> list[KeyPath]:
+    def sampled_leaves(cls, config: Field) -> list[KeyPath]:
         """The leaves sampling reads (end flags, motion ids): a load with ``leaves=`` always
         loads them.
 
@@ -257,13 +264,7 @@ def _build(
 ) -> B:
     """The buffer ``opened`` holds, which must be a ``base``, through its public constructor;
     with ``leaves``, only those (and the ones sampling needs) are loaded."""
-    cls = _TARGETS.get(opened.target)
-    if cls is None:
-        known = ", ".join(sorted(_TARGETS))
-        raise ValueError(
-            f"{opened.path / 'config.json'}: unknown __target__ {opened.target!r}; "
-            f"known targets: {known}"
-        )
+    cls = buffer_class(opened.target, opened.path / "config.json")
     if not issubclass(cls, base):
         raise ValueError(
             f"{opened.path}: holds a {cls.__name__} (__target__ {opened.target!r}), not a "
@@ -272,9 +273,9 @@ def _build(
     config = Field(opened.config, "config", part="config")
     state = Field(opened.state, "state", part="state")
     if leaves is not None:
-        stored = opened.row_source(*cls._saved_layout(config)).spec
+        stored = opened.row_source(*cls.saved_layout(config)).spec
         chosen = select_paths(stored, leaves, "leaves")
-        chosen.extend(path for path in cls._index_leaves(config) if path in stored)
+        chosen.extend(path for path in cls.sampled_leaves(config) if path in stored)
         opened.load_only(frozenset(chosen))
     kwargs = cls._init_kwargs(opened, config, state)
     kwargs["seed"] = state.optional("seed", None).validate(check_seed)
@@ -308,6 +309,20 @@ def _build(
     if saved is not None:
         restore_generator(buffer._generator, saved)
     return buffer
+
+
+def buffer_class(target: str, where: str | os.PathLike[str]) -> type[CheckpointedBuffer]:
+    """The buffer class that loads checkpoints whose config.json names ``target``.
+
+    Raises:
+        ValueError: no class loads ``target`` (the message names ``where`` and lists the
+            known targets).
+    """
+    cls = _TARGETS.get(target)
+    if cls is None:
+        known = ", ".join(sorted(_TARGETS))
+        raise ValueError(f"{where}: unknown __target__ {target!r}; known targets: {known}")
+    return cls
 
 
 def _available(device: torch.device) -> bool:

@@ -326,30 +326,36 @@ class TrajectoryDictBuffer(WindowedBuffer):
         }
 
     @classmethod
-    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
-        separator = config.optional("nested_key_separator", "-").validate(check_separator)
+    def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
         for name, full in (("_idx", 0), ("_is_full", True)):
             field = config.optional(name, full)
             if type(field.value) is not type(full) or field.value != full:
                 raise field.error(f"an expert buffer is always full: expected {full!r}")
-        source = opened.row_source(separator, 1)
+        config.key("capacity").integer(minimum=1)
+        return {
+            "device": config.optional("device", "cpu").text(),
+            "motion_id_key": config.optional("motion_id_key", "motion_id").validate(as_key),
+            "nested_key_separator": config.optional("nested_key_separator", "-").validate(
+                check_separator
+            ),
+            **WindowOptions.saved_kwargs(config, state),
+        }
+
+    @classmethod
+    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
+        options = cls.saved_options(config, state)
+        source = opened.row_source(options["nested_key_separator"], 1)
         capacity = config.key("capacity")
         if capacity.integer(minimum=1) != source.count:
             raise capacity.error(
                 f"says {capacity.value} rows, but buffer.hdf5 holds {source.count}"
             )
-        return {
-            "episodes": source,
-            "device": config.optional("device", "cpu").text(),
-            "motion_id_key": config.optional("motion_id_key", "motion_id").validate(as_key),
-            "nested_key_separator": separator,
-            **WindowOptions.saved_kwargs(config, state),
-        }
+        return {"episodes": source, **options}
 
     @classmethod
-    def _index_leaves(cls, config: Field) -> list[KeyPath]:
+    def sampled_leaves(cls, config: Field) -> list[KeyPath]:
         motion_key = config.optional("motion_id_key", "motion_id").validate(as_key)
-        return [*super()._index_leaves(config), as_key_path(motion_key)]
+        return [*super().sampled_leaves(config), as_key_path(motion_key)]
 
     def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
         """The rows came in through the constructor; the saved priorities follow.

@@ -169,17 +169,17 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
         return {**super()._config(), "n_dim": self.n_dim, **self._window.to_config()}
 
     @classmethod
-    def _saved_layout(cls, config: Field) -> tuple[str, int]:
-        separator, _ = super()._saved_layout(config)
+    def saved_layout(cls, config: Field) -> tuple[str, int]:
+        separator, _ = super().saved_layout(config)
         return separator, config.key("n_dim").integer(minimum=1, maximum=2)
 
     def _state(self) -> dict[str, Any]:
         return {**super()._state(), "weighting": self.weighting}
 
     @classmethod
-    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
+    def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
         return {
-            **super()._init_kwargs(opened, config, state),
+            **super().saved_options(config, state),
             "n_dim": config.key("n_dim").integer(),
             **WindowOptions.saved_kwargs(config, state),
         }

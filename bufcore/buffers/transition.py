@@ -19,7 +19,6 @@ import torch
 from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
 from bufcore.fields import Field
-from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
 from bufcore.storage.batches import Batch
@@ -235,7 +234,7 @@ class DictBuffer(CheckpointedBuffer):
         }
 
     @classmethod
-    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
+    def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
         return {
             "capacity": config.key("capacity").integer(),
             "device": config.key("device").text(),

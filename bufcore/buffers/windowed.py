@@ -326,9 +326,9 @@ class WindowedBuffer(CheckpointedBuffer):
         return rows, start, env, paths
 
     @classmethod
-    def _index_leaves(cls, config: Field) -> list[KeyPath]:
+    def sampled_leaves(cls, config: Field) -> list[KeyPath]:
         end_key = config.optional("end_key", DEFAULT_END_KEY).validate(as_key)
-        return [*super()._index_leaves(config), as_key_path(end_key)]
+        return [*super().sampled_leaves(config), as_key_path(end_key)]
 
     @property
     def seq_length(self) -> int:

@@ -22,7 +22,6 @@ from bufcore.checks import (
     check_usable_device,
 )
 from bufcore.fields import Field
-from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
 from bufcore.storage.batches import Batch
@@ -165,7 +164,7 @@ class ZBuffer(CheckpointedBuffer):
         }
 
     @classmethod
-    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
+    def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
         return {
             "capacity": config.key("capacity").integer(),
             "dim": config.key("dim").integer(),

@@ -1,18 +1,28 @@
-"""What every buffer class shares: its ring position, saving and loading, and the targets.
+"""What every buffer class shares: its ring position, sampling's generator, and the state idiom.
 
-Every buffer class derives from :class:`CheckpointedBuffer` (and :func:`load_buffer` loads any
-of them). Each lists the ``__target__`` names it
-loads from (``checkpoint_targets``; the first is the one it writes). The table is exactly those
-lists: BFM-Zero's own module paths are listed by name, and anything else is refused (DESIGN §2.6).
+A buffer is a composition (DESIGN §1): a storage (:class:`~bufcore.storage.ring.RingStorage`,
+its rows), a sampler (:mod:`bufcore.sampling.samplers`, which rows a draw reads) and its
+options. :class:`Buffer` is the one shallow base: it answers for the ring position and the
+generator a draw uses, and turns any buffer into plain data and back. It holds no file code.
 
-The state idiom: a buffer turns itself into plain data (``_config()`` for its constructor
-fields, ``_state()`` for what else it needs, plus the ring position, generator state and rows)
-and :mod:`bufcore.persist.checkpoint` turns that into files. Loading runs the other way through
-the public constructor: saved fields become constructor arguments (``saved_options``, the
-one parser of a class's config), the new buffer reads its rows straight from the checkpoint
-into freshly allocated storage (``_restore``), and the generator continues its stream. A
-malformed field raises :class:`~bufcore.errors.StateError`, which the loader reports as a
-corrupt file.
+The state idiom, as torch users know it:
+
+- ``state_dict()`` returns plain data: ``target`` (the ``__target__`` name), ``config`` (the
+  config.json fields: constructor options, ``_idx``, ``_is_full``), ``state`` (bufcore-only state:
+  seed, generator, the sampler's state), ``nested_key_separator`` and ``batch_dims`` (how the rows
+  are laid out), and ``rows`` (key path -> the filled rows, live views in physical order).
+- ``from_state_dict(state)`` builds the buffer that data describes, through the class's one
+  parser of its saved config (:meth:`Buffer.saved_options`) and its public constructor; the rows
+  are copied straight into freshly allocated storage. ``load_state_dict(state)`` does the same in
+  place.
+- ``save(path)`` and ``load(path)`` are thin wrappers: :mod:`bufcore.persist.checkpoint` writes a
+  state dict as a checkpoint directory, and opens one as a state whose rows are read lazily, leaf
+  by leaf, so ``load(path, leaves=[...])`` reads only the leaves asked for.
+
+Each class lists the ``__target__`` names it loads from (``checkpoint_targets``; the first is the
+one it writes): BFM-Zero's own module paths by name, and anything else is refused (DESIGN §2.6).
+A malformed field raises :class:`~bufcore.errors.StateError`, which a load reports as a corrupt
+file of the checkpoint.
 """
 
 from __future__ import annotations
@@ -20,9 +30,9 @@ from __future__ import annotations
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import torch
 
@@ -35,23 +45,55 @@ from bufcore.checks import (
 )
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
-from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint, saved_ring_position
-from bufcore.persist.checkpoint_write import BufferCheckpoint, save_checkpoint
+from bufcore.persist.checkpoint import open_checkpoint, saved_ring_position
+from bufcore.persist.checkpoint_write import save_checkpoint
 from bufcore.rng import generator_state, restore_generator, undone_on_error
+from bufcore.sampling.samplers import RingPosition
+from bufcore.storage.batches import RowSource, TensorRows
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import Key, KeyPath, key_list, select_paths
 
-B = TypeVar("B", bound="CheckpointedBuffer")
+B = TypeVar("B", bound="Buffer")
 
-_TARGETS: dict[str, type[CheckpointedBuffer]] = {}
+_TARGETS: dict[str, type[Buffer]] = {}
 
 
-class CheckpointedBuffer(ABC):
-    """Base of every buffer class: its ring position, ``save``, ``load`` and their hooks.
+class SavedRows(RowSource, Protocol):
+    """Saved rows, of which a load may copy only some leaves."""
 
-    Subclasses set ``checkpoint_targets`` and own ``_storage``, ``_generator``, ``seed``,
-    ``device`` and ``nested_key_separator``; they override ``_config``, ``_init_kwargs`` and,
-    for state beyond the rows and the generator, ``_state`` and ``_restore``.
+    def only(self, paths: frozenset[KeyPath]) -> SavedRows:
+        """These rows with every leaf not in ``paths`` left out (never read)."""
+        ...
+
+
+class SavedState(Protocol):
+    """A buffer's saved state as :meth:`Buffer.from_state_dict` reads it: an in-memory
+    ``state_dict()``, or a checkpoint opened by :func:`bufcore.persist.checkpoint.open_checkpoint`
+    (whose rows are read only when copied)."""
+
+    @property
+    def where(self) -> str:
+        """How messages name it: the checkpoint directory, or ``state_dict``."""
+        ...
+
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def config(self) -> dict[str, Any]: ...
+
+    @property
+    def state(self) -> dict[str, Any]: ...
+
+    def row_source(self, separator: str, batch_dims: int) -> SavedRows: ...
+
+
+class Buffer(ABC):
+    """The shallow base of every buffer class: ring position, generator, state idiom.
+
+    Subclasses set ``checkpoint_targets``, build ``_storage``, ``_generator``, ``seed``,
+    ``device`` and ``nested_key_separator`` in their constructor, and give their state
+    (:meth:`state_dict`) and its one parser (:meth:`saved_options`).
     """
 
     checkpoint_targets: ClassVar[tuple[str, ...]] = ()
@@ -87,6 +129,18 @@ class CheckpointedBuffer(ABC):
         """Whether a write has reached the last row (config.json's ``_is_full``)."""
         return self._storage.is_full
 
+    def _ring(self) -> RingPosition:
+        """Where the ring stands, for the sampler."""
+        storage = self._storage
+        return RingPosition(len(storage), storage.capacity, storage.envs)
+
+    def _check_not_empty(self) -> None:
+        """Raises:
+        ValueError: nothing was written yet.
+        """
+        if self.empty():
+            raise ValueError("cannot sample: the buffer is empty (extend it first)")
+
     # --------------------------------------------------------------- sampling
     @contextmanager
     def _drawing(
@@ -108,14 +162,30 @@ class CheckpointedBuffer(ABC):
         with undone_on_error(chosen, argument=argument):
             yield chosen
 
-    # ------------------------------------------------------------------ hooks
+    # ------------------------------------------------------------ state idiom
     @abstractmethod
-    def _config(self) -> dict[str, Any]:
-        """config.json fields besides ``_idx``, ``_is_full`` and ``__target__``."""
+    def state_dict(self) -> dict[str, Any]:
+        """The buffer as plain data (see the module docstring); ``rows`` are live views.
 
-    def _state(self) -> dict[str, Any]:
-        """state.json fields besides ``seed`` and ``generator``."""
-        return {}
+        Raises:
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out.
+        """
+
+    def _state_dict(self, config: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`state_dict` from a class's own config and state fields."""
+        storage = self._storage
+        return {
+            "target": self.checkpoint_targets[0],
+            "config": {**config, "_idx": storage.cursor, "_is_full": storage.is_full},
+            "state": {
+                "seed": self.seed,
+                "generator": generator_state(self._generator),
+                **state,
+            },
+            "nested_key_separator": self.nested_key_separator,
+            "batch_dims": storage.batch_dims,
+            "rows": storage.rows(),
+        }
 
     @classmethod
     @abstractmethod
@@ -127,11 +197,6 @@ class CheckpointedBuffer(ABC):
         Raises:
             StateError: a field is missing or of the wrong type.
         """
-
-    @classmethod
-    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
-        """Constructor keyword arguments for a load (``seed`` is added from state.json)."""
-        return cls.saved_options(config, state)
 
     @classmethod
     def saved_layout(cls, config: Field) -> tuple[str, int]:
@@ -153,31 +218,83 @@ class CheckpointedBuffer(ABC):
         """
         return []
 
-    def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
-        """Fill the freshly built buffer's rows and ring position from the checkpoint.
+    @classmethod
+    def _restored(
+        cls: type[B], options: dict[str, Any], rows: RowSource, config: Field, state: Field
+    ) -> B:
+        """A buffer built from ``options`` holding ``rows`` at the saved ring position.
 
-        The default reads the rows into the ring; a class that takes its rows through its
-        constructor (the expert buffer) overrides this to restore what else it saved.
+        The default builds an empty buffer and restores its ring; a class with more state
+        extends this, and one built from its rows (the expert buffer) replaces it.
 
         Raises:
             StateError: the ring position does not fit the rows or the capacity, or the
                 stored leaves differ from the ones the config describes.
         """
-        storage = self._storage
-        source = opened.row_source(self.nested_key_separator, storage.batch_dims)
-        if not storage.allocated and source.spec:
-            loaded = {p: leaf for p, leaf in source.spec.items() if p not in source.absent}
+        buffer = cls(**options)
+        storage = buffer._storage
+        if not storage.allocated and rows.spec:
+            loaded = {p: leaf for p, leaf in rows.spec.items() if p not in rows.absent}
             try:
-                storage.check_size(loaded, source.env_count)  # before allocating it
+                storage.check_size(loaded, rows.env_count)  # before allocating it
             except ValueError as err:
                 raise config.key("capacity").error(str(err)) from err
-        cursor, is_full = saved_ring_position(config, source.count, storage.capacity)
+        cursor, is_full = saved_ring_position(config, rows.count, storage.capacity)
         try:
-            storage.restore(source, cursor=cursor, is_full=is_full)
+            storage.restore(rows, cursor=cursor, is_full=is_full)
         except ValueError as err:
             if isinstance(err, CorruptCheckpointError):
                 raise
             raise StateError("rows", str(err)) from err
+        return buffer
+
+    @classmethod
+    def from_state_dict(
+        cls: type[B],
+        state: Mapping[str, Any] | SavedState,
+        *,
+        device: str | torch.device | None = None,
+        leaves: Sequence[Key] | None = None,
+    ) -> B:
+        """The buffer ``state`` describes (a ``state_dict()``, or an opened checkpoint).
+
+        Args:
+            state: What :meth:`state_dict` returned (of this class or a subclass).
+            device: Where to put the tensors; ``None`` keeps the saved device (the CPU, with a
+                warning, when this host lacks it).
+            leaves: Copy only these leaves' rows (and the ones sampling needs); see
+                :meth:`load`. None for all of them.
+
+        Raises:
+            ValueError: ``state`` holds another kind of buffer, or an unknown one.
+            TypeError: ``device`` or ``leaves`` is malformed.
+            KeyPathError: a key of ``leaves`` matches no stored leaf.
+            StateError: a field is malformed or inconsistent (names the field).
+            MemoryError: this host cannot allocate the rows (names config's capacity).
+        """
+        target = None if device is None else check_device(device)
+        keys = None if leaves is None else key_list(leaves, "leaves")
+        saved = state if not isinstance(state, Mapping) else _InMemoryState(state)
+        return _build(cls, saved, target, keys)
+
+    def load_state_dict(self, state: Mapping[str, Any] | SavedState) -> None:
+        """Make this buffer the one ``state`` describes (on this buffer's device).
+
+        Options, rows, ring position and generator all come from ``state``; nothing changes
+        unless all of it is valid.
+
+        Raises:
+            ValueError: ``state`` holds another kind of buffer.
+            StateError: a field is malformed or inconsistent.
+            MemoryError: the rows cannot be allocated.
+        """
+        loaded = type(self).from_state_dict(state, device=self.device)
+        if type(loaded) is not type(self):
+            raise ValueError(
+                f"state: holds a {type(loaded).__name__}, not a {type(self).__name__}"
+            )
+        self.__dict__.clear()
+        self.__dict__.update(loaded.__dict__)
 
     # ---------------------------------------------------------------- saving
     def save(self, path: str | os.PathLike[str], *, replace: bool = True) -> None:
@@ -198,18 +315,7 @@ class CheckpointedBuffer(ABC):
             LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out
                 (nothing is written).
         """
-        storage = self._storage
-        state = {"seed": self.seed, "generator": generator_state(self._generator)}
-        checkpoint = BufferCheckpoint(
-            target=self.checkpoint_targets[0],
-            config={**self._config(), "_idx": storage.cursor, "_is_full": storage.is_full},
-            separator=self.nested_key_separator,
-            batch_dims=storage.batch_dims,
-            spec=storage.spec or {},
-            arrays=storage.rows(),
-            state={**state, **self._state()},
-        )
-        save_checkpoint(path, checkpoint, replace=replace)
+        save_checkpoint(path, self.state_dict(), replace=replace)
 
     # --------------------------------------------------------------- loading
     @classmethod
@@ -254,64 +360,98 @@ class CheckpointedBuffer(ABC):
         """
         target = None if device is None else check_device(device)
         keys = None if leaves is None else key_list(leaves, "leaves")
-        return load_checkpoint(
-            path, lambda opened: _build(cls, opened, target, keys), hash_payload=keys is None
-        )
+        with open_checkpoint(path, hash_payload=keys is None) as opened:
+            buffer = _build(cls, opened, target, keys)
+            if keys is not None:
+                # The rows read were verified block by block; with none read (no rows
+                # stored), the metadata the spec and ring position came from still must be.
+                opened.verify_metadata()
+            return buffer
+
+
+class _InMemoryState:
+    """A ``state_dict()`` seen as a :class:`SavedState`.
+
+    Raises:
+        StateError: (from :meth:`row_source` or the attributes) a part is missing or malformed.
+    """
+
+    where = "state_dict"
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        root = Field(data, "state_dict", part="config")
+        self.target = root.key("target").text()
+        self.config = dict(root.key("config").mapping())
+        self.state = dict(Field(data, "state_dict", part="state").key("state").mapping())
+        self._rows = Field(data, "state_dict", part="rows").key("rows")
+
+    def row_source(self, separator: str, batch_dims: int) -> SavedRows:
+        rows: Mapping[Any, Any] = self._rows.mapping()
+        arrays: dict[KeyPath, torch.Tensor] = {}
+        for path, tensor in rows.items():
+            key = path if isinstance(path, tuple) else (path,)
+            if not isinstance(tensor, torch.Tensor) or tensor.ndim < batch_dims:
+                raise self._rows.error(
+                    f"expected tensors with {batch_dims} batch axes, got {type(tensor).__name__}"
+                    f" at {key!r}"
+                )
+            arrays[key] = tensor
+        try:
+            return TensorRows(arrays, batch_dims)
+        except ValueError as err:
+            raise self._rows.error(str(err)) from err
 
 
 def _build(
-    base: type[B], opened: OpenedCheckpoint, device: torch.device | None, leaves: list[Key] | None
+    base: type[B], saved: SavedState, device: torch.device | None, leaves: list[Key] | None
 ) -> B:
-    """The buffer ``opened`` holds, which must be a ``base``, through its public constructor;
-    with ``leaves``, only those (and the ones sampling needs) are loaded."""
-    cls = buffer_class(opened.target, opened.path / "config.json")
+    """The buffer ``saved`` holds, which must be a ``base``, through its public constructor;
+    with ``leaves``, only those (and the ones sampling needs) are copied."""
+    cls = buffer_class(saved.target, os.path.join(saved.where, "config.json"))
     if not issubclass(cls, base):
         raise ValueError(
-            f"{opened.path}: holds a {cls.__name__} (__target__ {opened.target!r}), not a "
+            f"{saved.where}: holds a {cls.__name__} (__target__ {saved.target!r}), not a "
             f"{base.__name__}; use bufcore.load_buffer to load any kind"
         )
-    config = Field(opened.config, "config", part="config")
-    state = Field(opened.state, "state", part="state")
+    config = Field(saved.config, "config", part="config")
+    state = Field(saved.state, "state", part="state")
+    options = cls.saved_options(config, state)
+    rows = saved.row_source(*cls.saved_layout(config))
     if leaves is not None:
-        stored = opened.row_source(*cls.saved_layout(config)).spec
-        chosen = select_paths(stored, leaves, "leaves")
-        chosen.extend(path for path in cls.sampled_leaves(config) if path in stored)
-        opened.load_only(frozenset(chosen))
-    kwargs = cls._init_kwargs(opened, config, state)
-    kwargs["seed"] = state.optional("seed", None).validate(check_seed)
+        chosen = select_paths(rows.spec, leaves, "leaves")
+        chosen.extend(path for path in cls.sampled_leaves(config) if path in rows.spec)
+        rows = rows.only(frozenset(chosen))
+    options["seed"] = state.optional("seed", None).validate(check_seed)
     if device is not None:
-        kwargs["device"] = device
+        options["device"] = device
     elif not _available(saved_on := config.optional("device", "cpu").validate(check_device)):
         warnings.warn(
-            f"{opened.path}: saved on device {str(saved_on)!r}, which this host does not have; "
+            f"{saved.where}: saved on device {str(saved_on)!r}, which this host does not have; "
             "loading onto the CPU (pass device= to choose; the sample stream is reseeded)",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=3,
         )
-        kwargs["device"] = torch.device("cpu")
+        options["device"] = torch.device("cpu")
     try:
         try:
-            buffer = cls(**kwargs)
+            buffer = cls._restored(options, rows, config, state)
         except (TypeError, ValueError, KeyError) as err:
             # The saved options themselves are refused (a KeyError: an output key the rows lack).
             if isinstance(err, StateError | CorruptCheckpointError):
                 raise
             raise StateError("config", str(err)) from err
-        buffer._restore(opened, config, state)
-        if leaves is not None:
-            # The rows read were verified block by block; with none read (no rows stored),
-            # the metadata the spec and ring position came from still must be.
-            opened.verify_metadata()
     except MemoryError as err:
-        # A sound checkpoint may be too large for this host: not corrupt, but say which file.
-        raise MemoryError(f"{opened.path / 'config.json'}: config['capacity']: {err}") from err
-    saved = opened.state.get("generator")
-    if saved is not None:
-        restore_generator(buffer._generator, saved)
+        # A sound checkpoint may be too large for this host: not corrupt, but say which field.
+        raise MemoryError(
+            f"{os.path.join(saved.where, 'config.json')}: config['capacity']: {err}"
+        ) from err
+    saved_generator = saved.state.get("generator")
+    if saved_generator is not None:
+        restore_generator(buffer._generator, saved_generator)
     return buffer
 
 
-def buffer_class(target: str, where: str | os.PathLike[str]) -> type[CheckpointedBuffer]:
+def buffer_class(target: str, where: str | os.PathLike[str]) -> type[Buffer]:
     """The buffer class that loads checkpoints whose config.json names ``target``.
 
     Raises:
@@ -346,7 +486,7 @@ def load_buffer(
         path: The checkpoint directory.
         device: Where to put the tensors; ``None`` keeps the device recorded in config.json.
         leaves: Load only these leaves (and the ones sampling needs); None for all. See
-            :meth:`CheckpointedBuffer.load`.
+            :meth:`Buffer.load`.
 
     Raises:
         ValueError: unknown ``__target__`` (the message lists the known ones), or ``device``
@@ -359,4 +499,4 @@ def load_buffer(
         MemoryError: this host cannot allocate the rows (names config.json's capacity).
         FileNotFoundError: ``path`` is not a directory.
     """
-    return CheckpointedBuffer.load(path, device, leaves=leaves)
+    return Buffer.load(path, device, leaves=leaves)

@@ -36,10 +36,10 @@ from bufcore.checks import check_device, check_seed, check_separator
 from bufcore.curriculum.history import preview
 from bufcore.curriculum.priorities import FLOAT32_MAX, real_values
 from bufcore.fields import Field
-from bufcore.persist.checkpoint import OpenedCheckpoint
 from bufcore.rng import make_generator
 from bufcore.sampling.boundaries import find_start_stop_traj
-from bufcore.sampling.windows import TrajectoryTable, Weighting, draw_from_table
+from bufcore.sampling.samplers import PriorityWindows
+from bufcore.sampling.windows import TrajectoryTable, Weighting
 from bufcore.storage.ring import RingStorage, RowSource
 from bufcore.tree import (
     Key,
@@ -100,7 +100,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
     start_idx: torch.Tensor
     stop_idx: torch.Tensor
     lengths: torch.Tensor
-    priorities: torch.Tensor
+    _sampler: PriorityWindows
 
     def __init__(
         self,
@@ -148,9 +148,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
         """Trajectories, motion ids and uniform priorities from the stored end flags."""
         start, stop, lengths = find_start_stop_traj(end, True)
         self.start_idx, self.stop_idx, self.lengths = start, stop, lengths
-        self._table = TrajectoryTable(
-            env=torch.zeros_like(lengths), start=start[:, 0], stop=stop[:, 0]
-        )
+        table = TrajectoryTable(env=torch.zeros_like(lengths), start=start[:, 0], stop=stop[:, 0])
         column = self._storage.view(as_key_path(self.motion_id_key))
         first_rows = column.reshape(len(column), -1)[start[:, 0], 0]
         fractional = (
@@ -166,9 +164,8 @@ class TrajectoryDictBuffer(WindowedBuffer):
             )
         self.motion_ids = [int(v) for v in first_rows.tolist()]
         count = len(lengths)
-        self.priorities = torch.full(
-            (count,), 1.0 / count, dtype=torch.float32, device=self.device
-        )
+        uniform = torch.full((count,), 1.0 / count, dtype=torch.float32, device=self.device)
+        self._sampler = PriorityWindows(table, uniform, weighting=self._window.weighting)
 
     # ------------------------------------------------------------------ state
     @property
@@ -192,25 +189,19 @@ class TrajectoryDictBuffer(WindowedBuffer):
         )
 
     # ---------------------------------------------------------------- reading
-    def _draw_starts(
-        self, count: int, need: int, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return draw_from_table(
-            self._table,
-            count=count,
-            need=need,
-            weighting=self.weighting,
-            generator=generator,
-            priorities=self.priorities,
-        )
-
     def trajectories(self) -> TrajectoryTable:
         """The trajectories: env column (all 0), first and last row (inclusive).
 
         Position ``i`` is trajectory ``i`` of ``priorities`` and ``motion_ids``, so a
         :meth:`sample_index` ``trajectory`` value ``i`` drew motion ``motion_ids[i]``.
         """
-        return self._table
+        return self._sampler.trajectories()
+
+    @property
+    def priorities(self) -> torch.Tensor:
+        """``[n]`` float32 sampling weight of each trajectory, summing to 1 (set them with
+        :meth:`update_priorities`, which checks them)."""
+        return self._sampler.priorities
 
     # ------------------------------------------------------------- priorities
     def update_priorities(self, priorities: Any, idxs: Any) -> None:
@@ -255,7 +246,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
             raise ValueError("priorities: the update would make every priority zero")
         stored = (updated / total).to(torch.float32)
         self._check_stored(updated, stored, "priorities: the update would")
-        self.priorities = stored
+        self._sampler.priorities = stored
 
     def _check_indices(self, index: torch.Tensor) -> torch.Tensor:
         """Non-empty trajectory indices as int64, each in ``[0, n_trajectories)``.
@@ -308,22 +299,17 @@ class TrajectoryDictBuffer(WindowedBuffer):
                 "could be sampled"
             )
 
-    # ------------------------------------------------------------ persistence
-    def _config(self) -> dict[str, Any]:
-        return {
+    # ------------------------------------------------------------ state idiom
+    def state_dict(self) -> dict[str, Any]:
+        config = {
             "capacity": self.capacity,
             "device": str(self.device),
             "nested_key_separator": self.nested_key_separator,
             **self._window.to_config(),
             "motion_id_key": key_json(self.motion_id_key),
         }
-
-    def _state(self) -> dict[str, Any]:
-        return {
-            "weighting": self.weighting,
-            "priorities": self.priorities.tolist(),
-            "motion_ids": list(self.motion_ids),
-        }
+        state = {**self._sampler.state_dict(), "motion_ids": list(self.motion_ids)}
+        return self._state_dict(config, state)
 
     @classmethod
     def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
@@ -341,26 +327,35 @@ class TrajectoryDictBuffer(WindowedBuffer):
             **WindowOptions.saved_kwargs(config, state),
         }
 
-    @classmethod
-    def _init_kwargs(cls, opened: OpenedCheckpoint, config: Field, state: Field) -> dict[str, Any]:
-        options = cls.saved_options(config, state)
-        source = opened.row_source(options["nested_key_separator"], 1)
-        capacity = config.key("capacity")
-        if capacity.integer(minimum=1) != source.count:
-            raise capacity.error(
-                f"says {capacity.value} rows, but buffer.hdf5 holds {source.count}"
-            )
-        return {"episodes": source, **options}
 
     @classmethod
     def sampled_leaves(cls, config: Field) -> list[KeyPath]:
         motion_key = config.optional("motion_id_key", "motion_id").validate(as_key)
         return [*super().sampled_leaves(config), as_key_path(motion_key)]
 
-    def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
-        """The rows came in through the constructor; the saved priorities follow.
+    @classmethod
+    def _restored(
+        cls, options: dict[str, Any], rows: RowSource, config: Field, state: Field
+    ) -> TrajectoryDictBuffer:
+        """The buffer built from the saved rows through the constructor, with the saved
+        priorities (the saved motion ids must be the ones the rows hold: they derive from them).
 
-        The saved motion ids must be the ones the rows hold (they are derived from them).
+        Raises:
+            StateError: the capacity differs from the rows, or the priorities or motion ids
+                are malformed or inconsistent.
+        """
+        capacity = config.key("capacity")
+        if capacity.integer(minimum=1) != rows.count:
+            raise capacity.error(f"says {capacity.value} rows, but buffer.hdf5 holds {rows.count}")
+        buffer = cls(rows, **options)
+        buffer._restore_priorities(state)
+        return buffer
+
+    def _restore_priorities(self, state: Field) -> None:
+        """Take the saved priorities (a BFM-Zero checkpoint has none: they stay uniform).
+
+        Raises:
+            StateError: they or the motion ids are malformed or inconsistent.
         """
         saved = state.optional("priorities", None)
         if saved.value is None:
@@ -387,7 +382,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
         # Saved priorities are normalised; anything else breaks the documented sum of 1.
         if abs(total - 1.0) > _SUM_TOLERANCE:
             raise saved.error(f"expected priorities summing to 1, got sum {total}")
-        self.priorities = priorities
+        self._sampler.priorities = priorities
 
 
 def _check_float32_values(values: torch.Tensor, where: str) -> None:

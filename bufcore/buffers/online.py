@@ -1,10 +1,10 @@
 """``TrajectoryDictBufferMultiDim``: BFM-Zero's online buffer, sampled as windows of one env.
 
-A :class:`~bufcore.buffers.transition.DictBuffer` over ``[time]`` or ``[time, env]`` rows whose
-episode boundaries are maintained incrementally
-(:class:`~bufcore.sampling.boundaries.OnlineBoundaries`), so a one-step ``extend`` never rescans
-``[capacity, env]`` (REFERENCE §4). Windows and their ``next`` rows are described in
-:mod:`bufcore.buffers.windowed`.
+A composition: a FIFO ring of ``[time]`` or ``[time, env]`` rows written as
+:class:`~bufcore.buffers.transition.DictBuffer` writes them, and an
+:class:`~bufcore.sampling.samplers.OnlineWindows` sampler that follows the episode boundaries as
+rows are written, so a one-step ``extend`` never rescans ``[capacity, env]`` (REFERENCE §4).
+Windows and their ``next`` rows are described in :mod:`bufcore.buffers.windowed`.
 
 BFM-Zero's online layout (REFERENCE §4.2): row ``t`` holds ``obs_t``, the action taken there, the
 reward returned by that step, and the ``terminated``/``truncated`` flags produced by the
@@ -25,12 +25,16 @@ times envs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.transition import DictBuffer
+from bufcore.buffers.transition import (
+    chronological_rows,
+    nested_views,
+    warn_unsaveable_keys,
+)
 from bufcore.buffers.windowed import (
     DEFAULT_END_KEY,
     DEFAULT_KEYS,
@@ -39,18 +43,18 @@ from bufcore.buffers.windowed import (
     check_end_leaf,
     end_matrix,
 )
-from bufcore.checks import check_int
+from bufcore.checks import check_device, check_int, check_seed, check_separator
 from bufcore.errors import KeyPathError, StateError
 from bufcore.fields import Field
-from bufcore.persist.checkpoint import OpenedCheckpoint
-from bufcore.sampling.boundaries import OnlineBoundaries
-from bufcore.sampling.windows import TrajectoryTable, Weighting, sample_window_starts
-from bufcore.storage.batches import Batch
+from bufcore.rng import make_generator
+from bufcore.sampling.samplers import OnlineWindows
+from bufcore.sampling.windows import TrajectoryTable, Weighting
+from bufcore.storage.batches import RowSource
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import Key, format_key_path
 
 
-class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
+class TrajectoryDictBufferMultiDim(WindowedBuffer):
     """Online FIFO buffer sampled as windows of consecutive rows of one env.
 
     Rows are ``[time]`` (``n_dim=1``) or ``[time, env]`` (``n_dim=2``, BFM-Zero's online layout:
@@ -85,6 +89,7 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
         "bufcore.TrajectoryDictBufferMultiDim",
         "humanoidverse.agents.buffers.trajectory.TrajectoryDictBufferMultiDim",
     )
+    _sampler: OnlineWindows
 
     def __init__(
         self,
@@ -102,13 +107,15 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
     ) -> None:
         self._n_dim = check_int(n_dim, "n_dim", minimum=1, maximum=2)
         self._window = WindowOptions(seq_length, output_key_t, output_key_tp1, end_key, weighting)
-        super().__init__(
-            capacity=capacity, device=device, nested_key_separator=nested_key_separator, seed=seed
+        self.capacity = check_int(capacity, "capacity", minimum=1)
+        self.device = check_device(device)
+        self.nested_key_separator = check_separator(nested_key_separator)
+        self.seed = check_seed(seed)
+        self._generator = make_generator(self.device, self.seed)
+        self._storage = RingStorage(self.capacity, device=self.device, batch_dims=self._n_dim)
+        self._sampler = OnlineWindows(
+            self.capacity, device=self.device, weighting=self._window.weighting
         )
-        self._boundaries = OnlineBoundaries(self.capacity, device=self.device)
-
-    def _batch_dims(self) -> int:
-        return self._n_dim
 
     @property
     def n_dim(self) -> int:
@@ -119,8 +126,43 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
         """Transitions held: time rows (``len``) times envs."""
         return len(self) * self._storage.envs
 
+    @property
+    def storage(self) -> dict[str, Any] | None:
+        """Live nested views ``[capacity, (env,) ...]`` of the rows (read only); ``None``
+        before the first extend.
+
+        Raises:
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out.
+        """
+        return nested_views(self._storage)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(capacity={self.capacity}, len={len(self)}, "
+            f"cursor={self.cursor}, device={str(self.device)!r})"
+        )
+
     # ---------------------------------------------------------------- writing
-    def _write(self, batch: Batch) -> None:
+    def extend(self, data: Mapping[str, Any]) -> None:
+        """Append a batch: a nested dict whose leaves share the leading batch axes.
+
+        A batch larger than ``capacity`` keeps its last ``capacity`` rows in order; an empty
+        batch is a no-op. Nothing is written unless the whole batch is valid (its end flags
+        included), and a batch that raises leaves the buffer exactly as it was.
+
+        Raises:
+            TypeError: not a mapping, a non-str key, a non-numeric leaf, or a dtype that does
+                not cast safely (float -> int).
+            ValueError: missing or extra keys, missing batch axes, a wrong trailing shape,
+                unequal batch sizes, values outside the stored dtype's range, a missing or
+                malformed end flag leaf, or no env.
+            KeyError: on the first extend, an output key matches none of the batch's leaves.
+            MemoryError: the first batch's ``capacity`` rows cannot be allocated.
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` (nothing changes).
+        """
+        batch = self._storage.validate(data)
+        if batch.size == 0:
+            return
         end_path = self._window.end_path
         end = batch.leaves.get(end_path)
         if end is None:
@@ -131,79 +173,110 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer, DictBuffer):
         check_end_leaf(end.shape, self.n_dim, f"data{format_key_path(end_path)}")
         if self.n_dim == 2 and end.shape[1] == 0:
             raise ValueError("data: expected at least one env (axis 1), got 0")
-        if not self._storage.allocated:
+        first = not self._storage.allocated
+        if first:
             # The first batch fixes the keys: a buffer that could never be sampled is refused.
             self._window.output_paths(batch.leaves)
+            # Before the write: a warning turned into an error must not follow a stored batch.
+            warn_unsaveable_keys(batch, self.nested_key_separator)
         flags = end_matrix(end, self.n_dim)
-        if self._storage.allocated:
-            super()._write(batch)
-            self._boundaries.extend(flags)
-            return
-        try:
-            super()._write(batch)
-            self._boundaries.extend(flags)
-        except BaseException:
-            # The first write allocates the rows, then the boundaries: if either fails (out of
-            # memory), the buffer goes back to new rather than keeping rows it cannot index.
-            self._storage = RingStorage(self.capacity, device=self.device, batch_dims=self.n_dim)
-            self._boundaries = OnlineBoundaries(self.capacity, device=self.device)
-            raise
+        with torch.no_grad():
+            if not first:
+                self._storage.write(batch)
+                self._sampler.extend(flags)
+                return
+            try:
+                self._storage.write(batch)
+                self._sampler.extend(flags)
+            except BaseException:
+                # The first write allocates the rows, then the boundaries: if either fails (out
+                # of memory), the buffer goes back to new rather than keep rows it cannot index.
+                self._storage = RingStorage(
+                    self.capacity, device=self.device, batch_dims=self.n_dim
+                )
+                self._sampler.reset()
+                raise
 
-    # ---------------------------------------------------------------- reading
-    def _draw_starts(
-        self, count: int, need: int, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return sample_window_starts(
-            self._boundaries, count=count, need=need, weighting=self.weighting, generator=generator
-        )
+    def clear(self) -> None:
+        """Remove every row and trajectory (``len`` becomes 0; the next write starts at row 0).
+
+        The spec fixed by the first extend stays, and so does the memory of the rows; the
+        generator's stream goes on where it was.
+        """
+        self._storage.clear()
+        self._sampler.reset()
+
+    def get_full_buffer(self) -> dict[str, Any]:
+        """A copy of the filled rows in chronological order (oldest first); ``{}`` when empty.
+
+        Raises:
+            LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out.
+        """
+        return chronological_rows(self._storage)
 
     def trajectories(self) -> TrajectoryTable:
         """The live trajectories: env column, first and last *absolute* time (inclusive).
 
         Absolute time ``tau`` lives at physical row ``tau % capacity``.
         """
-        return self._boundaries.table()
+        return self._sampler.trajectories()
 
-    # ------------------------------------------------------------ persistence
-    def _config(self) -> dict[str, Any]:
-        return {**super()._config(), "n_dim": self.n_dim, **self._window.to_config()}
+    # ------------------------------------------------------------ state idiom
+    def state_dict(self) -> dict[str, Any]:
+        config = {
+            "capacity": self.capacity,
+            "device": str(self.device),
+            "nested_key_separator": self.nested_key_separator,
+            "n_dim": self.n_dim,
+            **self._window.to_config(),
+        }
+        return self._state_dict(config, self._sampler.state_dict())
+
+    @classmethod
+    def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
+        return {
+            "capacity": config.key("capacity").integer(),
+            "device": config.key("device").text(),
+            "nested_key_separator": config.optional("nested_key_separator", "-").text(),
+            "n_dim": config.key("n_dim").integer(),
+            **WindowOptions.saved_kwargs(config, state),
+        }
 
     @classmethod
     def saved_layout(cls, config: Field) -> tuple[str, int]:
         separator, _ = super().saved_layout(config)
         return separator, config.key("n_dim").integer(minimum=1, maximum=2)
 
-    def _state(self) -> dict[str, Any]:
-        return {**super()._state(), "weighting": self.weighting}
-
     @classmethod
-    def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
-        return {
-            **super().saved_options(config, state),
-            "n_dim": config.key("n_dim").integer(),
-            **WindowOptions.saved_kwargs(config, state),
-        }
+    def _restored(
+        cls, options: dict[str, Any], rows: RowSource, config: Field, state: Field
+    ) -> TrajectoryDictBufferMultiDim:
+        """The ring as the default restores it, and the trajectories of its end flags.
 
-    def _restore(self, opened: OpenedCheckpoint, config: Field, state: Field) -> None:
-        super()._restore(opened, config, state)
-        storage = self._storage
+        Raises:
+            StateError: the end flags are missing or malformed, or the output keys match no
+                stored leaf.
+        """
+        buffer = super()._restored(options, rows, config, state)
+        storage = buffer._storage
         if storage.spec is None:
-            return
-        end_path = self._window.end_path
+            return buffer
+        end_path = buffer._window.end_path
         if end_path not in storage.spec:
             raise StateError("rows", f"the end_key {format_key_path(end_path)} has no dataset")
         end = storage.view(end_path)
         try:
             # As a first extend does: output keys that match no leaf could never be sampled.
-            self._window.output_paths(storage.spec)
+            buffer._window.output_paths(storage.spec)
         except KeyPathError as err:
             raise StateError("config", str(err)) from err
         try:
-            check_end_leaf(end.shape, self.n_dim, f"dataset {format_key_path(end_path)}")
+            check_end_leaf(end.shape, buffer.n_dim, f"dataset {format_key_path(end_path)}")
         except ValueError as err:
             raise StateError("rows", str(err)) from err
-        self._boundaries.rebuild(
-            end_matrix(end[: len(self)], self.n_dim),
+        buffer._sampler.rebuild(
+            end_matrix(end[: len(buffer)], buffer.n_dim),
             cursor=storage.cursor,
             is_full=storage.is_full,
         )
+        return buffer

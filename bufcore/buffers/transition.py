@@ -6,6 +6,9 @@ ports with few changes. Differences (DESIGN §2): the whole batch is validated b
 written, ``load(device=...)`` is honoured, custom separators apply at every depth, an empty
 buffer saves and loads, ``get_full_buffer`` returns a chronological copy, and sampling uses the
 buffer's own generator on the storage device.
+
+Composition: a :class:`~bufcore.storage.ring.RingStorage` of ``[time]`` rows and a sampler
+(:class:`~bufcore.sampling.samplers.UniformRows` unless another is passed).
 """
 
 from __future__ import annotations
@@ -16,17 +19,18 @@ from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.base import CheckpointedBuffer
+from bufcore.buffers.base import Buffer
 from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
 from bufcore.fields import Field
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
+from bufcore.sampling.samplers import Sampler, UniformRows
 from bufcore.storage.batches import Batch
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import flatten, format_key_path, unflatten
 
 
-class DictBuffer(CheckpointedBuffer):
+class DictBuffer(Buffer):
     """FIFO ring of transitions stored as a nested dict of tensors.
 
     The first non-empty :meth:`extend` fixes the spec (key path -> trailing shape, dtype) and
@@ -39,6 +43,8 @@ class DictBuffer(CheckpointedBuffer):
         device: Where the rows live and where samples (and their indices) are created.
         nested_key_separator: Joins nested keys into dataset names in ``buffer.hdf5``.
         seed: Seed of the buffer's own generator; ``None`` for a nondeterministic one.
+        sampler: Which rows a sample reads; ``None`` for uniform rows with replacement (the
+            reference's). Any :class:`~bufcore.sampling.samplers.Sampler` of rows.
 
     Raises:
         ValueError: ``capacity < 1``, an unknown device, or an empty separator or one with '/'.
@@ -58,23 +64,15 @@ class DictBuffer(CheckpointedBuffer):
         device: str | torch.device = "cpu",
         nested_key_separator: str = "-",
         seed: int | None = None,
+        sampler: Sampler | None = None,
     ) -> None:
         self.capacity = check_int(capacity, "capacity", minimum=1)
         self.device = check_device(device)
         self.nested_key_separator = check_separator(nested_key_separator)
         self.seed = check_seed(seed)
         self._generator = make_generator(self.device, self.seed)
-        self._storage = RingStorage(
-            self.capacity, device=self.device, batch_dims=self._batch_dims()
-        )
-
-    def _batch_dims(self) -> int:
-        """Leading batch axes of every leaf: 1 here (``[batch, ...]`` rows).
-
-        Called by ``__init__`` to build the storage, so a subclass that overrides it sets what
-        it reads before calling ``super().__init__``.
-        """
-        return 1
+        self._storage = RingStorage(self.capacity, device=self.device)
+        self._sampler: Sampler = UniformRows() if sampler is None else sampler
 
     # ------------------------------------------------------------------ state
     def size(self) -> int:
@@ -90,7 +88,7 @@ class DictBuffer(CheckpointedBuffer):
         Raises:
             LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out.
         """
-        return unflatten(self._storage.views) if self._storage.allocated else None
+        return nested_views(self._storage)
 
     def __repr__(self) -> str:
         return (
@@ -119,23 +117,18 @@ class DictBuffer(CheckpointedBuffer):
             return
         if not self._storage.allocated:
             # Before the write: a warning turned into an error must not follow a stored batch.
-            self._warn_unsaveable_keys(batch)
+            warn_unsaveable_keys(batch, self.nested_key_separator)
         with torch.no_grad():
-            self._write(batch)
+            self._storage.write(batch)
 
-    def _write(self, batch: Batch) -> None:
-        """Write a validated, non-empty batch (subclasses extend this to track more state)."""
-        self._storage.write(batch)
+    def clear(self) -> None:
+        """Remove every row (``len`` becomes 0; the next write starts at row 0).
 
-    def _warn_unsaveable_keys(self, batch: Batch) -> None:
-        sep = self.nested_key_separator
-        clashing = [p for p in batch.leaves if any(sep in part for part in p)]
-        if clashing:
-            warnings.warn(
-                f"keys {', '.join(map(format_key_path, clashing))} contain the nested key "
-                f"separator {sep!r}: this buffer cannot be saved until they are renamed",
-                stacklevel=3,
-            )
+        The spec fixed by the first extend stays, and so does the memory of the rows (a
+        training loop that clears and refills allocates nothing); the generator's stream goes
+        on where it was.
+        """
+        self._storage.clear()
 
     # ---------------------------------------------------------------- reading
     def sample(
@@ -176,16 +169,14 @@ class DictBuffer(CheckpointedBuffer):
             MemoryError: the output cannot be allocated (the generator is left as it was).
             LeafNotLoadedError: a leaf it gathers was left out by ``load(..., leaves=)``.
         """
+        batch_size = self._checked_size(batch_size)
         targets = None
         if out is not None:
-            batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=MAX_COUNT)
-            if self.empty():
-                raise ValueError("cannot sample: the buffer is empty (extend it first)")
             layout = self._storage.output_layout((batch_size,), self._storage.spec or {})
             targets = self._storage.check_out(flatten(out, argument="out"), layout)
         with self._drawing(generator, argument="batch_size") as drawn_from:
-            rows = self._draw_rows(batch_size, drawn_from)
-            gathered = self._storage.gather(rows, out=targets)
+            index = self._sampler.draw(self._ring(), batch_size, drawn_from)
+            gathered = self._storage.gather(index.rows, out=targets)
         return unflatten(gathered) if out is None else out
 
     def sample_index(
@@ -199,20 +190,20 @@ class DictBuffer(CheckpointedBuffer):
             ValueError: as :meth:`sample`.
             TypeError: as :meth:`sample`.
         """
+        batch_size = self._checked_size(batch_size)
         with self._drawing(generator, argument="batch_size") as drawn_from:
-            return SampleIndex.of_rows(self._draw_rows(batch_size, drawn_from), 1)
+            return self._sampler.draw(self._ring(), batch_size, drawn_from)
 
-    def _draw_rows(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-        """``batch_size`` filled rows drawn uniformly (checked before drawing).
+    def _checked_size(self, batch_size: int) -> int:
+        """``batch_size`` once checked, in a buffer that holds rows.
 
         Raises:
             ValueError: the buffer is empty or ``batch_size`` is outside ``[1, 2**62]``.
             TypeError: ``batch_size`` is not an int.
         """
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=MAX_COUNT)
-        if self.empty():
-            raise ValueError("cannot sample: the buffer is empty (extend it first)")
-        return torch.randint(len(self), (batch_size,), generator=generator, device=self.device)
+        self._check_not_empty()
+        return batch_size
 
     def get_full_buffer(self) -> dict[str, Any]:
         """A copy of the filled rows in chronological order (oldest first); ``{}`` when empty.
@@ -220,18 +211,18 @@ class DictBuffer(CheckpointedBuffer):
         Raises:
             LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out.
         """
-        if self.empty():
-            return {}
-        time_index = self._storage.chronological_time_index()
-        return unflatten(self._storage.gather(self._storage.flat_index(time_index)))
+        return chronological_rows(self._storage)
 
-    # ------------------------------------------------------------ persistence
-    def _config(self) -> dict[str, Any]:
-        return {
-            "capacity": self.capacity,
-            "device": str(self.device),
-            "nested_key_separator": self.nested_key_separator,
-        }
+    # ------------------------------------------------------------ state idiom
+    def state_dict(self) -> dict[str, Any]:
+        return self._state_dict(
+            {
+                "capacity": self.capacity,
+                "device": str(self.device),
+                "nested_key_separator": self.nested_key_separator,
+            },
+            {},
+        )
 
     @classmethod
     def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
@@ -240,3 +231,35 @@ class DictBuffer(CheckpointedBuffer):
             "device": config.key("device").text(),
             "nested_key_separator": config.optional("nested_key_separator", "-").text(),
         }
+
+
+def warn_unsaveable_keys(batch: Batch, separator: str) -> None:
+    """Warn when a first batch's keys hold the nested key separator: such a buffer works but
+    cannot be saved (dataset names would be ambiguous) until they are renamed."""
+    clashing = [p for p in batch.leaves if any(separator in part for part in p)]
+    if clashing:
+        warnings.warn(
+            f"keys {', '.join(map(format_key_path, clashing))} contain the nested key "
+            f"separator {separator!r}: this buffer cannot be saved until they are renamed",
+            stacklevel=3,
+        )
+
+
+def nested_views(storage: RingStorage) -> dict[str, Any] | None:
+    """Live nested views of a ring's rows (BFM-Zero's ``storage``); None before a write.
+
+    Raises:
+        LeafNotLoadedError: a leaf was not loaded.
+    """
+    return unflatten(storage.views) if storage.allocated else None
+
+
+def chronological_rows(storage: RingStorage) -> dict[str, Any]:
+    """A nested copy of a ring's filled rows, oldest first; ``{}`` when empty.
+
+    Raises:
+        LeafNotLoadedError: a leaf was not loaded.
+    """
+    if len(storage) == 0:
+        return {}
+    return unflatten(storage.gather(storage.flat_index(storage.chronological_time_index())))

@@ -6,8 +6,9 @@ slice-major (rows ``[i * L, (i + 1) * L)`` are one window), as
 ``{key: [batch, ...], "next": {key: [batch, ...]}}``; ``next`` holds the row after each one in
 the same env, and a window plus its ``next`` rows lie in one trajectory. :class:`WindowOptions`
 holds their options, validated once; the helpers below read end flags and gather windows, and
-:class:`WindowedBuffer` samples: it draws the windows' rows
-(:class:`~bufcore.sampling.index.SampleIndex`, what ``sample_index`` returns), then gathers them.
+:class:`WindowedBuffer` samples: its window sampler (:mod:`bufcore.sampling.samplers`) draws the
+windows' rows (:class:`~bufcore.sampling.index.SampleIndex`, what ``sample_index`` returns), then
+it gathers them. It holds no persistence code: it is the sampling half both classes share.
 
 Keys: an output or end key is a str (top level) or a tuple key path (any depth); JSON configs
 store tuples as lists, and a nested dict key selects all its leaves.
@@ -17,24 +18,22 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from abc import abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
 
-from bufcore.buffers.base import CheckpointedBuffer
+from bufcore.buffers.base import Buffer
 from bufcore.checks import MAX_COUNT, check_int
 from bufcore.fields import Field
 from bufcore.sampling.index import SampleIndex
+from bufcore.sampling.samplers import WindowRequest, WindowSampler
 from bufcore.sampling.windows import (
     WEIGHTINGS,
     TrajectoryTable,
     Weighting,
     check_weighting,
-    table_position,
-    window_index,
 )
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import (
@@ -200,29 +199,20 @@ def gather_windows(
 W = TypeVar("W", bound="WindowedBuffer")
 
 
-class WindowedBuffer(CheckpointedBuffer):
+class WindowedBuffer(Buffer):
     """A trajectory buffer: its window options as read-only attributes (BFM-Zero's names), and
-    sampling as draw-the-windows-then-gather.
+    sampling as draw-the-windows-then-gather with its window sampler.
 
-    Subclasses say how window starts are drawn (:meth:`_draw_starts`) and list their
-    trajectories (:meth:`trajectories`, in the time frame of those starts).
+    Subclasses build ``_window`` (the options) and ``_sampler`` (a
+    :class:`~bufcore.sampling.samplers.WindowSampler`) in their constructor.
     """
 
     _window: WindowOptions
+    _sampler: WindowSampler
 
-    @abstractmethod
-    def _draw_starts(
-        self, count: int, need: int, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``count`` window starts ``(time, env)`` of windows needing ``need`` rows each.
-
-        Raises:
-            ValueError: no trajectory can hold such a window.
-        """
-
-    @abstractmethod
     def trajectories(self) -> TrajectoryTable:
         """The trajectories windows are drawn from, sorted by env, then time."""
+        return self._sampler.trajectories()
 
     def sample(
         self,
@@ -260,28 +250,25 @@ class WindowedBuffer(CheckpointedBuffer):
             MemoryError: the output cannot be allocated (the generator is left as it was).
             LeafNotLoadedError: a leaf it gathers was left out by ``load(..., leaves=)``.
         """
-        targets = None if out is None else self._checked_out(out, batch_size, seq_length)
+        seq, windows, paths = self._checked_request(batch_size, seq_length)
+        targets = None if out is None else self._checked_out(out, seq * windows, paths)
         with self._drawing(generator, argument="batch_size") as drawn_from:
-            rows, _, _, paths = self._draw_windows(batch_size, seq_length, drawn_from)
-            result = gather_windows(self._storage, rows, paths, out=targets)
+            index = self._draw(seq, windows, drawn_from, locate=False)
+            result = gather_windows(self._storage, index.rows, paths, out=targets)
         return result if out is None else out
 
     def _checked_out(
-        self, out: dict[str, Any], batch_size: int, seq_length: int | None
+        self, out: dict[str, Any], rows: int, paths: tuple[list[KeyPath], list[KeyPath]]
     ) -> list[torch.Tensor]:
         """``out``'s tensors in gather order (``t`` leaves, then ``next``), checked first.
 
         Raises:
-            ValueError: as :meth:`sample` (sizes, an empty buffer, the ``out`` checks).
+            ValueError: as :meth:`sample` (the ``out`` checks).
             TypeError: as :meth:`sample`.
-            KeyError: an output key matches no stored leaf.
         """
-        seq, windows = self._window.request(batch_size, seq_length)
-        if self.empty():
-            raise ValueError("cannot sample: the buffer is empty (extend it first)")
         storage = self._storage
-        paths_t, paths_tp1 = self._window.output_paths(storage.spec or {})
-        shape = (seq * windows,)
+        paths_t, paths_tp1 = paths
+        shape = (rows,)
         layout = storage.output_layout(shape, paths_t)
         following = storage.output_layout(shape, paths_tp1)
         layout.update({("next", *path): spec for path, spec in following.items()})
@@ -304,26 +291,35 @@ class WindowedBuffer(CheckpointedBuffer):
             TypeError: as :meth:`sample`.
             KeyError: as :meth:`sample`.
         """
+        seq, windows, _ = self._checked_request(batch_size, seq_length)
         with self._drawing(generator, argument="batch_size") as drawn_from:
-            rows, start, env, _ = self._draw_windows(batch_size, seq_length, drawn_from)
-            trajectory = table_position(self.trajectories(), start, env)
-            return SampleIndex.of_rows(rows, self._storage.envs, trajectory)
+            return self._draw(seq, windows, drawn_from, locate=True)
 
-    def _draw_windows(
-        self, batch_size: int, seq_length: int | None, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[list[KeyPath], list[KeyPath]]]:
-        """The flat rows of the drawn windows (slice-major), each window's start and env, and
-        the leaves read for ``t`` and ``next``; everything is checked before drawing."""
+    def _checked_request(
+        self, batch_size: int, seq_length: int | None
+    ) -> tuple[int, int, tuple[list[KeyPath], list[KeyPath]]]:
+        """Window length, window count and the leaves read for ``t`` and ``next``, once the
+        sizes are checked against a buffer that holds rows.
+
+        Raises:
+            ValueError: the buffer is empty, or the reference's batch-size checks.
+            TypeError: non-int sizes.
+            KeyError: an output key matches no stored leaf.
+        """
         seq, windows = self._window.request(batch_size, seq_length)
-        if self.empty():
-            raise ValueError("cannot sample: the buffer is empty (extend it first)")
-        paths = self._window.output_paths(self._storage.spec or {})
-        start, env = self._draw_starts(windows, seq + self._window.offset, generator)
-        storage = self._storage
-        rows = window_index(
-            start, env, length=seq, capacity=storage.capacity, env_count=storage.envs
-        )
-        return rows, start, env, paths
+        self._check_not_empty()
+        return seq, windows, self._window.output_paths(self._storage.spec or {})
+
+    def _draw(
+        self, seq: int, windows: int, generator: torch.Generator, *, locate: bool
+    ) -> SampleIndex:
+        """The sampler's draw of ``windows`` windows of ``seq`` rows (slice-major).
+
+        Raises:
+            ValueError: no trajectory can hold such a window.
+        """
+        request = WindowRequest(seq, seq + self._window.offset, locate)
+        return self._sampler.draw(self._ring(), windows, generator, window=request)
 
     @classmethod
     def sampled_leaves(cls, config: Field) -> list[KeyPath]:
@@ -367,4 +363,5 @@ class WindowedBuffer(CheckpointedBuffer):
         """
         view = copy.copy(self)
         view._window = dataclasses.replace(self._window, weighting=check_weighting(weighting))
+        view._sampler = self._sampler.with_weighting(view._window.weighting)
         return view

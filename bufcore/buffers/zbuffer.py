@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.base import CheckpointedBuffer
+from bufcore.buffers.base import Buffer
 from bufcore.checks import (
     MAX_COUNT,
     check_device,
@@ -24,6 +24,7 @@ from bufcore.checks import (
 from bufcore.fields import Field
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
+from bufcore.sampling.samplers import UniformRows
 from bufcore.storage.batches import Batch
 from bufcore.storage.ring import STORABLE, RingStorage
 from bufcore.tree import LeafSpec, dtype_from_name, dtype_name
@@ -31,7 +32,7 @@ from bufcore.tree import LeafSpec, dtype_from_name, dtype_name
 _Z = ("z",)
 
 
-class ZBuffer(CheckpointedBuffer):
+class ZBuffer(Buffer):
     """Ring of ``[dim]`` vectors.
 
     Args:
@@ -69,6 +70,7 @@ class ZBuffer(CheckpointedBuffer):
         self._generator = make_generator(self.device, self.seed)
         self._storage = RingStorage(self.capacity, device=self.device)
         self._storage.allocate({_Z: LeafSpec((self.dim,), dtype)}, None)
+        self._sampler = UniformRows()
 
     def __repr__(self) -> str:
         return (
@@ -112,9 +114,10 @@ class ZBuffer(CheckpointedBuffer):
             MemoryError: the output cannot be allocated (the generator is left as it was).
             LeafNotLoadedError: a leaf it gathers was left out by ``load(..., leaves=)``.
         """
+        num, target = self._checked_request(num, device)
         with self._drawing(generator, argument="num") as drawn_from:
-            rows, target = self._draw_rows(num, device, drawn_from)
-            z = self._storage.gather(rows)[_Z]
+            index = self._sampler.draw(self._ring(), num, drawn_from)
+            z = self._storage.gather(index.rows)[_Z]
             return z if target is None else z.to(target)
 
     def sample_index(
@@ -133,15 +136,15 @@ class ZBuffer(CheckpointedBuffer):
             ValueError: as :meth:`sample`.
             TypeError: as :meth:`sample`.
         """
+        num, target = self._checked_request(num, device)
         with self._drawing(generator, argument="num") as drawn_from:
-            rows, target = self._draw_rows(num, device, drawn_from)
-            index = SampleIndex.of_rows(rows, 1)
+            index = self._sampler.draw(self._ring(), num, drawn_from)
             return index if target is None else index.to(target)
 
-    def _draw_rows(
-        self, num: int, device: str | torch.device | None, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.device | None]:
-        """``num`` rows drawn uniformly, and the output device (both checked first).
+    def _checked_request(
+        self, num: int, device: str | torch.device | None
+    ) -> tuple[int, torch.device | None]:
+        """``num`` and the output device, checked, in a buffer that holds vectors.
 
         Raises:
             ValueError: the buffer is empty, ``num < 0`` or an unusable device.
@@ -151,17 +154,21 @@ class ZBuffer(CheckpointedBuffer):
         target = None if device is None else check_usable_device(check_device(device))
         if self.empty():
             raise ValueError("cannot sample: the z buffer is empty (add to it first)")
-        rows = torch.randint(len(self), (num,), generator=generator, device=self.device)
-        return rows, target
+        return num, target
 
-    # ------------------------------------------------------------ persistence
-    def _config(self) -> dict[str, Any]:
-        return {
+    def clear(self) -> None:
+        """Remove every vector (``len`` becomes 0); the memory stays allocated."""
+        self._storage.clear()
+
+    # ------------------------------------------------------------ state idiom
+    def state_dict(self) -> dict[str, Any]:
+        config = {
             "capacity": self.capacity,
             "dim": self.dim,
             "device": str(self.device),
             "dtype": dtype_name(self.dtype),
         }
+        return self._state_dict(config, {})
 
     @classmethod
     def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:

@@ -14,11 +14,13 @@ starts streaming and hashing ``buffer.hdf5``, and hands the buffer class an
 :class:`OpenedCheckpoint`: the parsed config and state, and a
 :class:`~bufcore.storage.ring.RowSource` that copies the rows straight into the buffer's freshly
 allocated storage. Every checksum is verified before the buffer is returned.
-A load of some leaves (``leaves=``, :meth:`OpenedCheckpoint.load_only`) does not stream the file:
+A load of some leaves (``leaves=``, :meth:`CheckpointRows.only`) does not stream the file:
 it reads those leaves' bytes alone and verifies the blocks they lie in
-(:mod:`bufcore.persist.blocks`).
-A :class:`~bufcore.errors.StateError` the buffer raises about its saved state becomes a
-:class:`~bufcore.errors.CorruptCheckpointError` naming the file that part came from.
+(:mod:`bufcore.persist.blocks`); a single-leaf read (``bufcore.inspect.read_leaf``) is the same
+mechanism with one leaf and some rows (:meth:`CheckpointRows.read_rows`).
+A :class:`~bufcore.errors.StateError` raised while the checkpoint is open (the buffer's parser
+refusing a field) becomes a :class:`~bufcore.errors.CorruptCheckpointError` naming the file that
+part came from.
 
 Nothing is unpickled.
 """
@@ -72,7 +74,7 @@ class CheckpointRows:
         spec: Key path -> trailing shape and dtype of every stored leaf.
         env_count: Envs per time row for ``[time, env]`` rows, else None.
         count: Time rows stored.
-        absent: Stored leaves left out of the load (:meth:`OpenedCheckpoint.load_only`).
+        absent: Stored leaves left out of the load (:meth:`only`).
     """
 
     def __init__(
@@ -88,6 +90,12 @@ class CheckpointRows:
         self.env_count = env_count
         self.count = count
         self.absent = absent
+
+    def only(self, paths: frozenset[KeyPath]) -> CheckpointRows:
+        """These rows with every stored leaf not in ``paths`` left out (a load with
+        ``leaves=``): their bytes are then never read."""
+        absent = frozenset(self.spec) - paths
+        return CheckpointRows(self._reader, self.spec, self.env_count, self.count, absent)
 
     def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
         """Copy the rows of every leaf in ``dests`` into it: a whole load reads the file once,
@@ -139,12 +147,11 @@ class OpenedCheckpoint:
         self.state = state
         self.manifest = manifest
         self._reader = reader
-        self._loaded: frozenset[KeyPath] | None = None
 
-    def load_only(self, paths: frozenset[KeyPath]) -> None:
-        """Make every later :meth:`row_source` leave out the stored leaves not in ``paths``
-        (a load with ``leaves=``); their bytes are then never read."""
-        self._loaded = paths
+    @property
+    def where(self) -> str:
+        """The checkpoint directory, as messages name it."""
+        return str(self.path)
 
     def verify_metadata(self) -> None:
         """Hash the blocks of buffer.hdf5 its HDF5 metadata lies in, unless done already: an
@@ -165,7 +172,7 @@ class OpenedCheckpoint:
         manifest = self.manifest
         if manifest is None:
             spec, env_count, count = self._reader.leaves(None, separator, batch_dims)
-            return CheckpointRows(self._reader, spec, env_count, count, self._absent(spec))
+            return CheckpointRows(self._reader, spec, env_count, count)
         where = self.path / MANIFEST
         if manifest["nested_key_separator"] != separator or manifest["batch_dims"] != batch_dims:
             raise CorruptCheckpointError(
@@ -181,10 +188,7 @@ class OpenedCheckpoint:
                 f"rows {manifest['rows']} and env_count {manifest['env_count']} differ from "
                 f"buffer.hdf5's ({count}, {env_count})",
             )
-        return CheckpointRows(self._reader, spec, env_count, count, self._absent(spec))
-
-    def _absent(self, spec: Spec) -> frozenset[KeyPath]:
-        return frozenset() if self._loaded is None else frozenset(spec) - self._loaded
+        return CheckpointRows(self._reader, spec, env_count, count)
 
 
 def saved_ring_position(config: Field, count: int, capacity: int) -> tuple[int, bool]:
@@ -239,7 +243,9 @@ def open_checkpoint(
 
     Raises:
         FileNotFoundError: ``path`` is not a directory.
-        CorruptCheckpointError: a file is missing, malformed, or differs from the manifest.
+        CorruptCheckpointError: a file is missing, malformed, or differs from the manifest; or
+            the block raised a :class:`~bufcore.errors.StateError` (reported as the file of its
+            part: config.json, state.json or buffer.hdf5).
     """
     root = Path(path)
     for attempt in itertools.count(1):
@@ -255,6 +261,8 @@ def open_checkpoint(
     try:
         try:
             yield OpenedCheckpoint(root, config, state, manifest, reader)
+        except StateError as err:
+            raise CorruptCheckpointError(root / _FILE_OF[err.part], str(err)) from err
         finally:
             reader.close()
     except BaseException:
@@ -323,17 +331,13 @@ def load_checkpoint(
 ) -> T:
     """``build(opened)`` on the checkpoint at ``path``, once every checksum held.
 
-    ``build`` turns the saved state into a buffer (or a summary); a
-    :class:`~bufcore.errors.StateError` it raises is reported as a
-    :class:`~bufcore.errors.CorruptCheckpointError` naming the file of that part (config.json,
-    state.json or buffer.hdf5). ``hash_payload`` is :func:`open_checkpoint`'s.
+    ``build`` turns the saved state into a summary; a :class:`~bufcore.errors.StateError` it
+    raises is reported as :func:`open_checkpoint` says. ``hash_payload`` is
+    :func:`open_checkpoint`'s.
 
     Raises:
         FileNotFoundError: ``path`` is not a directory.
         CorruptCheckpointError: a file is damaged, malformed or inconsistent.
     """
     with open_checkpoint(path, hash_payload=hash_payload) as opened:
-        try:
-            return build(opened)
-        except StateError as err:
-            raise CorruptCheckpointError(opened.path / _FILE_OF[err.part], str(err)) from err
+        return build(opened)

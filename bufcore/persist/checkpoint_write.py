@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from bufcore.persist.manifest import (
     build_manifest,
     replaceable_checkpoint,
 )
-from bufcore.tree import KeyPath, Spec, format_key_path, join_key_path
+from bufcore.tree import KeyPath, LeafSpec, Spec, format_key_path, join_key_path
 
 
 @dataclass(frozen=True)
@@ -53,15 +54,31 @@ class BufferCheckpoint:
     arrays: dict[KeyPath, torch.Tensor]
     state: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of_state(cls, state: Mapping[str, Any]) -> BufferCheckpoint:
+        """What a buffer's ``state_dict()`` writes (the spec is read off its rows)."""
+        dims = int(state["batch_dims"])
+        rows: dict[KeyPath, torch.Tensor] = dict(state["rows"])
+        return cls(
+            target=state["target"],
+            config=state["config"],
+            separator=state["nested_key_separator"],
+            batch_dims=dims,
+            spec={p: LeafSpec(tuple(t.shape[dims:]), t.dtype) for p, t in rows.items()},
+            arrays=rows,
+            state=state["state"],
+        )
+
 
 def save_checkpoint(
-    path: str | os.PathLike[str], checkpoint: BufferCheckpoint, *, replace: bool = True
+    path: str | os.PathLike[str], state: Mapping[str, Any], *, replace: bool = True
 ) -> None:
-    """Write ``checkpoint`` as a directory at ``path``, atomically.
+    """Write a buffer's ``state_dict()`` as a directory at ``path``, atomically.
 
     Args:
         path: The checkpoint directory.
-        checkpoint: What to write.
+        state: What to write: a buffer's ``state_dict()`` (``target``, ``config``, ``state``,
+            ``nested_key_separator``, ``batch_dims`` and ``rows``, key path -> tensor).
         replace: False: create only; anything at ``path`` is an error, checked atomically
             with the final rename (:func:`bufcore.persist.atomic.publish_directory`).
 
@@ -72,6 +89,7 @@ def save_checkpoint(
             ``replace=False``, anything exists at ``path``.
         TypeError: ``replace`` is not a bool (checked before any file is touched).
     """
+    checkpoint = BufferCheckpoint.of_state(state)
     names = {p: join_key_path(p, checkpoint.separator) for p in checkpoint.spec}
     for key_path, name in names.items():
         check_hdf5_name(name, f"key {format_key_path(key_path)}: dataset name")

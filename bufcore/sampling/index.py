@@ -1,8 +1,10 @@
 """Where a sample landed: the storage rows it gathered, as :class:`SampleIndex`.
 
-Every buffer that samples draws an index first and then gathers the storage at it; its
-``sample_index`` returns that index instead of the data, drawn exactly as ``sample`` draws it.
-Rows are flat physical storage rows, ``time * env_count + env`` (:mod:`bufcore.storage.ring`).
+Every buffer that samples asks its sampler (:mod:`bufcore.sampling.samplers`) for an index
+first and then gathers the storage at it; its ``sample_index`` returns that index instead of the
+data, drawn exactly as ``sample`` draws it. Rows are flat physical storage rows,
+``time * env_count + env`` (:mod:`bufcore.storage.ring`); ``time`` and ``env`` are derived from
+them on demand, so a sample that only gathers pays for neither.
 """
 
 from __future__ import annotations
@@ -20,28 +22,42 @@ class SampleIndex:
         rows: ``[batch]`` flat physical storage rows (``time * env_count + env``); for a
             trajectory buffer the window rows (its ``next`` rows are the rows one time step
             later: ``(rows + env_count) % (capacity * env_count)``).
-        time: ``[batch]`` physical time row of each output row.
-        env: ``[batch]`` env column of each output row (zeros for ``[time]`` storage).
+        env_count: Env columns per time row of the storage (1 for ``[time]`` rows).
         trajectory: For trajectory buffers, ``[windows]``: the position in the buffer's
             ``trajectories()`` table of the trajectory each window was drawn from; None for
             buffers without trajectories.
+        weights: Per-draw importance weights, for samplers that draw unevenly and correct for
+            it (prioritized replay); None when every draw weighs the same.
     """
 
     rows: torch.Tensor
-    time: torch.Tensor
-    env: torch.Tensor
+    env_count: int = 1
     trajectory: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
 
     @classmethod
     def of_rows(
         cls, rows: torch.Tensor, env_count: int, trajectory: torch.Tensor | None = None
     ) -> SampleIndex:
         """The index of flat ``rows`` of a storage with ``env_count`` envs per time row."""
-        return cls(rows=rows, time=rows // env_count, env=rows % env_count, trajectory=trajectory)
+        return cls(rows=rows, env_count=env_count, trajectory=trajectory)
+
+    @property
+    def time(self) -> torch.Tensor:
+        """``[batch]`` physical time row of each output row."""
+        return self.rows // self.env_count
+
+    @property
+    def env(self) -> torch.Tensor:
+        """``[batch]`` env column of each output row (zeros for ``[time]`` storage)."""
+        return self.rows % self.env_count
 
     def to(self, device: torch.device) -> SampleIndex:
         """The same index with every tensor on ``device``."""
-        trajectory = None if self.trajectory is None else self.trajectory.to(device)
+
+        def moved(tensor: torch.Tensor | None) -> torch.Tensor | None:
+            return None if tensor is None else tensor.to(device)
+
         return SampleIndex(
-            self.rows.to(device), self.time.to(device), self.env.to(device), trajectory
+            self.rows.to(device), self.env_count, moved(self.trajectory), moved(self.weights)
         )

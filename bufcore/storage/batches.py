@@ -1,5 +1,5 @@
 """What enters a ring: a whole nested batch, checked and converted before a write touches it, and
-the :class:`RowSource` a restore copies saved rows from.
+the :class:`RowSource` a restore copies saved rows from (:class:`TensorRows` for rows in memory).
 
 :func:`validate_batch` checks every leaf of a nested batch (keys, batch axes, trailing shape,
 dtype and the values of narrowing casts) against a ring's spec, or infers the spec from a first
@@ -156,3 +156,43 @@ class RowSource(Protocol):
         """Copy the ``count`` rows of every leaf in ``dests`` (all but the absent ones) into
         it (typed views; may be strided)."""
         ...
+
+
+class TensorRows:
+    """Rows held in memory as tensors (a buffer's ``state_dict()["rows"]``), as a
+    :class:`RowSource`.
+
+    Args:
+        arrays: Key path -> rows ``[count, (env,) *shape]`` (any device, may be strided).
+        batch_dims: Leading batch axes of every leaf (1 or 2).
+        absent: Leaves of ``arrays`` to leave out.
+
+    Raises:
+        ValueError: the leaves disagree on the row count or the env count.
+    """
+
+    def __init__(
+        self,
+        arrays: Mapping[KeyPath, torch.Tensor],
+        batch_dims: int,
+        absent: frozenset[KeyPath] = frozenset(),
+    ) -> None:
+        self._arrays = dict(arrays)
+        self._batch_dims = batch_dims
+        self.spec: Spec = {
+            p: LeafSpec(tuple(t.shape[batch_dims:]), t.dtype) for p, t in self._arrays.items()
+        }
+        leaves = self._arrays
+        self.count = _common_axis(leaves, 0, "row count", "rows") if leaves else 0
+        self.env_count = (
+            _common_axis(leaves, 1, "env count", "rows") if leaves and batch_dims == 2 else None
+        )
+        self.absent = absent
+
+    def only(self, paths: frozenset[KeyPath]) -> TensorRows:
+        """These rows with every leaf not in ``paths`` left out."""
+        return TensorRows(self._arrays, self._batch_dims, frozenset(self.spec) - paths)
+
+    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
+        for path, dest in dests.items():
+            dest.copy_(self._arrays[path])

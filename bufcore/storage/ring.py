@@ -309,7 +309,13 @@ class RingStorage:
             LeafNotLoadedError: a leaf was not loaded (its rows are not here to save).
         """
         self._loaded(self.spec or {}, "saving the rows")
-        return {path: view[: len(self)] for path, view in self._views.items()}
+        return {path: self._views[path][: len(self)] for path in self.spec or {}}
+
+    def clear(self) -> None:
+        """Empty the ring: no row is held and the next write starts at row 0. The spec and
+        the memory stay (a later write must match the spec)."""
+        self.cursor = 0
+        self.is_full = False
 
     # ---------------------------------------------------------------- reading
     def gather(

@@ -19,7 +19,7 @@ from bufcore import (
     ZBuffer,
     load_buffer,
 )
-from bufcore.buffers.base import CheckpointedBuffer
+from bufcore.buffers.base import Buffer
 from tests.support import reseal, rewrite_file
 
 
@@ -79,9 +79,16 @@ def test_the_z_buffer_target_of_bfm_zero_loads_as_a_z_buffer(tmp_path: Path) -> 
     assert type(load_buffer(tmp_path / "z")) is ZBuffer
 
 
-def test_a_base_class_load_returns_the_subclass_the_checkpoint_holds(tmp_path: Path) -> None:
-    loaded = DictBuffer.load(online_buffer(tmp_path / "online"))
+def test_the_base_class_load_returns_the_class_the_checkpoint_holds(tmp_path: Path) -> None:
+    loaded = Buffer.load(online_buffer(tmp_path / "online"))
     assert type(loaded) is TrajectoryDictBufferMultiDim
+
+
+def test_a_transition_buffer_load_refuses_an_online_checkpoint(tmp_path: Path) -> None:
+    # The online buffer is a composition of its own, not a DictBuffer subclass.
+    path = online_buffer(tmp_path / "online")
+    with pytest.raises(ValueError, match=r"holds a TrajectoryDictBufferMultiDim .* not a DictBuf"):
+        DictBuffer.load(path)
 
 
 def test_a_subclass_load_refuses_a_checkpoint_of_its_base(tmp_path: Path) -> None:
@@ -99,7 +106,7 @@ def test_registering_a_target_twice_is_refused() -> None:
 
 def test_every_buffer_class_is_checkpointed() -> None:
     for cls in (DictBuffer, TrajectoryDictBufferMultiDim, TrajectoryDictBuffer, ZBuffer):
-        assert issubclass(cls, CheckpointedBuffer)
+        assert issubclass(cls, Buffer)
         assert cls.checkpoint_targets[0] == f"bufcore.{cls.__name__}"
 
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import bufcore
+from bufcore.sampling import samplers
 from bufcore.storage.ring import RingStorage
 
 SEED = 3
@@ -242,7 +243,7 @@ def test_a_failed_gather_sets_the_given_generator_back(
         raise torch.OutOfMemoryError("no memory left")
 
     # sample fails in its gather, sample_index in its last step after the draw.
-    target = (RingStorage, "gather") if method == "sample" else (bufcore.SampleIndex, "of_rows")
+    target = (RingStorage, "gather") if method == "sample" else (samplers, "SampleIndex")
     monkeypatch.setattr(*target, out_of_memory)
     with pytest.raises(MemoryError, match="no memory left"):
         getattr(case.buffer, method)(*case.args, generator=generator)

@@ -699,7 +699,14 @@ def test_a_save_with_a_non_finite_float_in_its_state_is_refused_and_keeps_the_ol
     buffer.extend({"x": torch.arange(3.0)[:, None]})
     buffer.save(tmp_path / "ckpt")
     before = {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()}
-    monkeypatch.setattr(buffer, "_state", lambda: {"broken": [1.0, bad]})
+    real = buffer.state_dict
+
+    def broken() -> dict[str, Any]:
+        state = real()
+        state["state"]["broken"] = [1.0, bad]
+        return state
+
+    monkeypatch.setattr(buffer, "state_dict", broken)
     with pytest.raises(ValueError, match=r"state\.json: Out of range float values"):
         buffer.save(tmp_path / "ckpt")
     assert {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()} == before

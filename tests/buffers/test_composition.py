@@ -9,13 +9,10 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-from bufcore import load_buffer
-from bufcore.buffers.base import Buffer
+from bufcore import Buffer, DictBuffer, RingPosition, SampleIndex, WindowRequest, load_buffer
 from bufcore.fields import Field
 from bufcore.inspect import summarize_checkpoint
 from bufcore.rng import make_generator
-from bufcore.sampling.index import SampleIndex
-from bufcore.sampling.samplers import RingPosition, WindowRequest
 from bufcore.storage.ring import RingStorage
 
 
@@ -99,3 +96,10 @@ def test_the_new_kind_refuses_a_malformed_saved_option(tmp_path: Path) -> None:
     state["config"]["recent"] = 0
     with pytest.raises(ValueError, match=r"config\['recent'\]"):
         RecentBuffer.from_state_dict(state)
+
+
+def test_a_dict_buffer_built_with_another_sampler_draws_with_it() -> None:
+    buffer = DictBuffer(capacity=7, seed=0, sampler=NewestRows(2, lambda: buffer.cursor))
+    buffer.extend({"act": torch.arange(9)})
+    assert set(buffer.sample(100)["act"].tolist()) == {7, 8}
+    assert set(buffer.sample_index(100).rows.tolist()) == {0, 1}

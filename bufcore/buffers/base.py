@@ -129,6 +129,12 @@ class Buffer(ABC):
         """Whether a write has reached the last row (config.json's ``_is_full``)."""
         return self._storage.is_full
 
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(capacity={self._storage.capacity}, len={len(self)}, "
+            f"cursor={self.cursor}, device={str(self.device)!r})"
+        )
+
     def _ring(self) -> RingPosition:
         """Where the ring stands, for the sampler."""
         storage = self._storage

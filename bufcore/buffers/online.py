@@ -136,12 +136,6 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         """
         return nested_views(self._storage)
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(capacity={self.capacity}, len={len(self)}, "
-            f"cursor={self.cursor}, device={str(self.device)!r})"
-        )
-
     # ---------------------------------------------------------------- writing
     def extend(self, data: Mapping[str, Any]) -> None:
         """Append a batch: a nested dict whose leaves share the leading batch axes.

@@ -90,12 +90,6 @@ class DictBuffer(Buffer):
         """
         return nested_views(self._storage)
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(capacity={self.capacity}, len={len(self)}, "
-            f"cursor={self.cursor}, device={str(self.device)!r})"
-        )
-
     # ---------------------------------------------------------------- writing
     def extend(self, data: Mapping[str, Any]) -> None:
         """Append a batch: a nested dict whose leaves share a leading batch axis.

@@ -10,6 +10,7 @@ buffer's own generator on the storage device.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -19,6 +20,7 @@ import torch
 from bufcore.buffers.base import CheckpointedBuffer
 from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
 from bufcore.fields import Field
+from bufcore.persist.hdf5_file import read_row_datasets
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
 from bufcore.storage.batches import Batch
@@ -122,6 +124,41 @@ class DictBuffer(CheckpointedBuffer):
             self._warn_unsaveable_keys(batch)
         with torch.no_grad():
             self._write(batch)
+
+    def load_hdf5(
+        self, h5_file: str | os.PathLike[str], nested_key_separator: str | None = None
+    ) -> None:
+        """Extend the buffer with the rows of an HDF5 file of datasets (BFM-Zero's ``load_hdf5``).
+
+        The file holds one dataset per leaf named by its key path joined with the separator
+        (a ``buffer.hdf5``); its rows are appended in file order, as one :meth:`extend`: the
+        cursor advances past them, a file of more than ``capacity`` rows keeps its last
+        ``capacity``, and the rows must match the spec like any batch. Use :meth:`load` for a
+        checkpoint directory: it restores the ring position too.
+
+        Args:
+            h5_file: The HDF5 file.
+            nested_key_separator: Splits dataset names into key paths; ``None`` for the
+                buffer's own.
+
+        Raises:
+            FileNotFoundError: ``h5_file`` does not exist.
+            CorruptFileError: ``h5_file`` is not an HDF5 file of row datasets (see
+                :func:`~bufcore.persist.hdf5_file.read_row_datasets`).
+            TypeError: ``nested_key_separator`` is not a str, or the rows cannot be stored
+                (as :meth:`extend`).
+            ValueError: ``nested_key_separator`` is empty or holds '/', or the rows do not
+                match the spec (as :meth:`extend`); nothing changes then.
+        """
+        separator = (
+            self.nested_key_separator
+            if nested_key_separator is None
+            else check_separator(nested_key_separator)
+        )
+        rows = read_row_datasets(
+            h5_file, separator, batch_dims=self._batch_dims(), like=self._storage.spec
+        )
+        self.extend(rows)
 
     def _write(self, batch: Batch) -> None:
         """Write a validated, non-empty batch (subclasses extend this to track more state)."""

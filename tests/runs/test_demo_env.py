@@ -26,9 +26,8 @@ def setup(envs: int = 6) -> tuple[MotionBank, TrackingEnvs, TrackingPolicy, ZBuf
 
 def test_an_episode_ends_on_a_flagged_final_row_with_no_action_or_reward() -> None:
     _, env, policy, zbuffer = setup()
-    priorities = torch.ones(3)
-    env.reset(torch.ones(6, dtype=torch.bool), priorities, zbuffer)
-    rows = [env.step(policy, priorities, zbuffer).data for _ in range(12)]
+    env.reset(torch.ones(6, dtype=torch.bool), zbuffer)
+    rows = [env.step(policy, zbuffer).data for _ in range(12)]
     truncated = torch.stack([r["truncated"][0, :, 0] for r in rows])  # type: ignore[index]
     action = torch.stack([r["action"][0] for r in rows])  # type: ignore[index]
     reward = torch.stack([r["reward"][0, :, 0] for r in rows])  # type: ignore[index]
@@ -39,11 +38,10 @@ def test_an_episode_ends_on_a_flagged_final_row_with_no_action_or_reward() -> No
 
 def test_the_row_after_a_final_row_is_a_reset_to_an_expert_frame() -> None:
     _, env, policy, zbuffer = setup()
-    priorities = torch.ones(3)
-    env.reset(torch.ones(6, dtype=torch.bool), priorities, zbuffer)
-    previous = env.step(policy, priorities, zbuffer).data
+    env.reset(torch.ones(6, dtype=torch.bool), zbuffer)
+    previous = env.step(policy, zbuffer).data
     for _ in range(20):
-        rows = env.step(policy, priorities, zbuffer).data
+        rows = env.step(policy, zbuffer).data
         ended = previous["truncated"][0, :, 0]  # type: ignore[index]
         state = rows["observation"]["state"][0]  # type: ignore[index]
         target = rows["observation"]["target"][0]  # type: ignore[index]
@@ -52,12 +50,12 @@ def test_the_row_after_a_final_row_is_a_reset_to_an_expert_frame() -> None:
 
 
 def test_motions_are_drawn_by_priority_and_a_zero_priority_motion_never_runs() -> None:
-    _, env, policy, zbuffer = setup(envs=64)
-    priorities = torch.tensor([0.0, 1.0, 3.0])
-    env.reset(torch.ones(64, dtype=torch.bool), priorities, zbuffer)
+    bank, env, policy, zbuffer = setup(envs=64)
+    bank.update_sampling_weight_by_id(priorities=[0.0, 1.0, 3.0], motions_id=[0, 1, 2])
+    env.reset(torch.ones(64, dtype=torch.bool), zbuffer)
     seen = [env.motion.clone()]
     for _ in range(40):
-        env.step(policy, priorities, zbuffer)
+        env.step(policy, zbuffer)
         seen.append(env.motion.clone())
     counts = torch.bincount(torch.cat(seen), minlength=3)
     assert counts[0] == 0 and counts[2] > counts[1]

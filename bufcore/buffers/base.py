@@ -303,25 +303,45 @@ class Buffer(ABC):
         self.__dict__.update(loaded.__dict__)
 
     # ---------------------------------------------------------------- saving
-    def save(self, path: str | os.PathLike[str], *, replace: bool = True) -> None:
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        nested_key_separator: str | None = None,
+        *,
+        replace: bool = True,
+    ) -> None:
         """Publish a checkpoint directory at ``path`` atomically (README "Checkpoints").
 
         Args:
             path: The checkpoint directory; an existing checkpoint there is replaced.
+            nested_key_separator: Joins nested keys for this save instead of the buffer's own
+                (BFM-Zero's override); config.json records it, so the checkpoint loads back
+                with it. ``None`` for the buffer's own.
             replace: False: create a new checkpoint and never replace anything. If anything
                 exists at ``path``, or appears there while the checkpoint is written (another
                 saver), this raises and leaves it untouched; the check is atomic with the
                 final rename, so of two savers of one new path exactly one succeeds.
 
         Raises:
-            ValueError: a key contains the nested key separator.
+            ValueError: a key contains the nested key separator; ``nested_key_separator`` is
+                empty or holds '/', or is given to a buffer without one (a ``ZBuffer``).
             FileExistsError: ``path`` exists and is not a checkpoint directory; with
                 ``replace=False``, anything exists at ``path``.
-            TypeError: ``replace`` is not a bool (nothing is written).
+            TypeError: ``replace`` is not a bool, or ``nested_key_separator`` not a str
+                (nothing is written).
             LeafNotLoadedError: the buffer was loaded with ``leaves=`` that left a leaf out
                 (nothing is written).
         """
-        save_checkpoint(path, self.state_dict(), replace=replace)
+        state = self.state_dict()
+        if nested_key_separator is not None:
+            separator = check_separator(nested_key_separator)
+            if "nested_key_separator" not in state["config"]:
+                raise ValueError(
+                    f"nested_key_separator: a {type(self).__name__} has no nested keys to join"
+                )
+            state["config"]["nested_key_separator"] = separator
+            state["nested_key_separator"] = separator
+        save_checkpoint(path, state, replace=replace)
 
     # --------------------------------------------------------------- loading
     @classmethod

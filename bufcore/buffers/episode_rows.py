@@ -73,6 +73,11 @@ class EpisodeRows:
         self.spec = self._common_spec()
         self.count = sum(self._lengths)
 
+    @property
+    def lengths(self) -> list[int]:
+        """Rows of each episode, in order."""
+        return list(self._lengths)
+
     def _episode(
         self, name: str, episode: Mapping[str, Any], motion_path: KeyPath
     ) -> tuple[dict[KeyPath, torch.Tensor], int]:

@@ -86,6 +86,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
         stop_idx: ``[n, 1]`` last row of each trajectory (inclusive).
         lengths: ``[n]`` rows per trajectory.
         priorities: ``[n]`` float32 sampling weights, summing to 1.
+        file_names: One str per trajectory, the file it was read from (see the property).
 
     Raises:
         ValueError: no episodes, an empty episode, episodes with different keys, trailing
@@ -101,6 +102,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
     stop_idx: torch.Tensor
     lengths: torch.Tensor
     _sampler: PriorityWindows
+    _file_names: list[str] | None = None
 
     def __init__(
         self,
@@ -182,6 +184,24 @@ class TrajectoryDictBuffer(WindowedBuffer):
         """
         return unflatten(self._storage.views)
 
+    @property
+    def file_names(self) -> list[str]:
+        """The file each trajectory was read from, aligned with ``motion_ids`` (BFM-Zero's
+        ``file_names``): set by :func:`~bufcore.load_expert_trajectories`, or assigned.
+
+        Raises:
+            AttributeError: none were set, so ``hasattr(buffer, "file_names")`` is False, as for
+                a BFM-Zero expert buffer built without them.
+        """
+        if self._file_names is None:
+            raise AttributeError("file_names: this expert buffer was built without file names")
+        return list(self._file_names)
+
+    @file_names.setter
+    def file_names(self, names: Sequence[str]) -> None:
+        """Raises ``TypeError`` (not a list of str) or ``ValueError`` (not one per trajectory)."""
+        self._file_names = _check_file_names(names, "file_names", len(self.lengths))
+
     def __repr__(self) -> str:
         return (
             f"TrajectoryDictBuffer(rows={self.capacity}, trajectories={len(self.lengths)}, "
@@ -202,6 +222,11 @@ class TrajectoryDictBuffer(WindowedBuffer):
         """``[n]`` float32 sampling weight of each trajectory, summing to 1 (set them with
         :meth:`update_priorities`, which checks them)."""
         return self._sampler.priorities
+
+    @priorities.setter
+    def priorities(self, values: torch.Tensor) -> None:
+        # Unchecked beyond the shape, as the reference's attribute; update_priorities checks.
+        self._sampler.priorities = values
 
     # ------------------------------------------------------------- priorities
     def update_priorities(self, priorities: Any, idxs: Any) -> None:
@@ -308,7 +333,8 @@ class TrajectoryDictBuffer(WindowedBuffer):
             **self._window.to_config(),
             "motion_id_key": key_json(self.motion_id_key),
         }
-        state = {**self._sampler.state_dict(), "motion_ids": list(self.motion_ids)}
+        names = {} if self._file_names is None else {"file_names": list(self._file_names)}
+        state = {**self._sampler.state_dict(), "motion_ids": list(self.motion_ids), **names}
         return self._state_dict(config, state)
 
     @classmethod
@@ -357,6 +383,9 @@ class TrajectoryDictBuffer(WindowedBuffer):
         Raises:
             StateError: they or the motion ids are malformed or inconsistent.
         """
+        names = state.optional("file_names", None)
+        if names.value is not None:
+            self._file_names = names.validate(_check_file_names, len(self.lengths))
         saved = state.optional("priorities", None)
         if saved.value is None:
             return
@@ -410,3 +439,22 @@ def _check_float32_values(values: torch.Tensor, where: str) -> None:
                 f"{where}[{position}]: {float(values[position])} {what}, the dtype priorities "
                 "are stored in"
             )
+
+
+def _check_file_names(names: Any, argument: str, count: int) -> list[str]:
+    """``names`` as a list of ``count`` str, one per trajectory.
+
+    Raises:
+        TypeError: not a sequence of str.
+        ValueError: not ``count`` of them.
+    """
+    if isinstance(names, str | bytes) or not isinstance(names, Sequence):
+        raise TypeError(f"{argument}: expected a list of str, got {type(names).__name__}")
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise TypeError(f"{argument}[{i}]: expected a str, got {type(name).__name__}")
+    if len(names) != count:
+        raise ValueError(
+            f"{argument}: expected {count} names, one per trajectory, got {len(names)}"
+        )
+    return list(names)

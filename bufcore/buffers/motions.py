@@ -10,7 +10,8 @@ Differences from the reference: an empty list, an episode without ``observation`
 ``motion_id``, a string leaf other than ``file_name``, or episodes whose keys differ across files
 raise an error naming the file and the episode (the reference fails later with a bare
 ``KeyError`` or builds misaligned columns); ``file_name`` is dropped when present instead of
-being required.
+being required. The buffer's ``file_names`` (which BFM-Zero sets only in its simulator loader)
+name the file each trajectory was read from.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def load_expert_trajectories(
     episode becomes one trajectory (``motion_ids[i]`` is the ``motion_id`` of its first row).
     Every observation leaf is cast to float32; then ``obs_dict_mapper``, if given, replaces the
     observation with ``obs_dict_mapper(observation)`` (e.g. splitting a flat array into
-    ``{"state": ..., "privileged_state": ...}``). A string ``file_name`` dataset is dropped.
+    ``{"state": ..., "privileged_state": ...}``). A string ``file_name`` dataset is dropped;
+    ``file_names[i]`` is the file trajectory ``i`` was read from instead (its resolved path as
+    a str, as humenv's ``file_name``), so several trajectories of one file share a name.
 
     Args:
         motions: The ``.txt`` list: one file per line, ``#`` comments and blank lines skipped,
@@ -64,7 +67,8 @@ def load_expert_trajectories(
 
     Returns:
         A :class:`~bufcore.buffers.expert.TrajectoryDictBuffer` with the default end and motion-id
-        keys (``"done"`` is added True on each episode's last row; ``"motion_id"``).
+        keys (``"done"`` is added True on each episode's last row; ``"motion_id"``) and
+        ``file_names`` set.
 
     Raises:
         FileNotFoundError: The list or a listed file does not exist (naming the list line).
@@ -80,18 +84,25 @@ def load_expert_trajectories(
         raise ValueError(f"{motions}: the motion list names no file")
     episodes: list[dict[str, Any]] = []
     names: list[str] = []
+    sources: list[str] = []
     for file in files:
         for index, raw in enumerate(load_episode_based_h5(file)):
             name = f"{file}: {EPISODE_PREFIX}{index}"
             episodes.append(_prepare(raw, name, obs_dict_mapper))
             names.append(name)
+            sources.append(str(file))
     if not episodes:
         raise ValueError(f"{motions}: the listed files hold no episode")
     # Laid out here so that every error names the file and episode it is about.
     rows = EpisodeRows(
         episodes, end_path=(DEFAULT_END_KEY,), motion_path=(MOTION_ID,), names=names
     )
-    return TrajectoryDictBuffer(rows, seq_length=seq_length, device=device, seed=seed)
+    buffer = TrajectoryDictBuffer(rows, seq_length=seq_length, device=device, seed=seed)
+    # Episodes end trajectories, so each trajectory lies in the episode of its first row.
+    ends = torch.tensor(rows.lengths).cumsum(0)
+    episode = torch.searchsorted(ends, buffer.start_idx[:, 0].cpu(), right=True)
+    buffer.file_names = [sources[i] for i in episode.tolist()]
+    return buffer
 
 
 def _prepare(raw: Mapping[str, Any], where: str, mapper: ObsMapper | None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ times envs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -32,6 +33,7 @@ import torch
 
 from bufcore.buffers.transition import (
     chronological_rows,
+    hdf5_rows,
     nested_views,
     warn_unsaveable_keys,
 )
@@ -190,6 +192,22 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
                 )
                 self._sampler.reset()
                 raise
+
+    def load_hdf5(
+        self, h5_file: str | os.PathLike[str], nested_key_separator: str | None = None
+    ) -> None:
+        """Extend the buffer with the rows of an HDF5 file of datasets, as
+        :meth:`bufcore.DictBuffer.load_hdf5` does (``[rows, env, ...]`` datasets with
+        ``n_dim=2``); the trajectories follow the file's end flags.
+
+        Raises:
+            FileNotFoundError: ``h5_file`` does not exist.
+            CorruptFileError: ``h5_file`` is not an HDF5 file of row datasets.
+            TypeError: as :meth:`extend`, or ``nested_key_separator`` is not a str.
+            ValueError: as :meth:`extend`, or a malformed ``nested_key_separator``; nothing
+                changes then.
+        """
+        self.extend(hdf5_rows(self, h5_file, nested_key_separator))
 
     def clear(self) -> None:
         """Remove every row and trajectory (``len`` becomes 0; the next write starts at row 0).

@@ -13,6 +13,7 @@ Composition: a :class:`~bufcore.storage.ring.RingStorage` of ``[time]`` rows and
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -22,6 +23,7 @@ import torch
 from bufcore.buffers.base import Buffer
 from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
 from bufcore.fields import Field
+from bufcore.persist.hdf5_file import read_row_datasets
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
 from bufcore.sampling.samplers import Sampler, UniformRows
@@ -115,9 +117,35 @@ class DictBuffer(Buffer):
         with torch.no_grad():
             self._storage.write(batch)
 
+    def load_hdf5(
+        self, h5_file: str | os.PathLike[str], nested_key_separator: str | None = None
+    ) -> None:
+        """Extend the buffer with the rows of an HDF5 file of datasets (BFM-Zero's ``load_hdf5``).
+
+        The file holds one dataset per leaf named by its key path joined with the separator
+        (a ``buffer.hdf5``); its rows are appended in file order, as one :meth:`extend`: the
+        cursor advances past them, a file of more than ``capacity`` rows keeps its last
+        ``capacity``, and the rows must match the spec like any batch. Use :meth:`load` for a
+        checkpoint directory: it restores the ring position too.
+
+        Args:
+            h5_file: The HDF5 file.
+            nested_key_separator: Splits dataset names into key paths; ``None`` for the
+                buffer's own.
+
+        Raises:
+            FileNotFoundError: ``h5_file`` does not exist.
+            CorruptFileError: ``h5_file`` is not an HDF5 file of row datasets (see
+                :func:`~bufcore.persist.hdf5_file.read_row_datasets`).
+            TypeError: ``nested_key_separator`` is not a str, or the rows cannot be stored
+                (as :meth:`extend`).
+            ValueError: ``nested_key_separator`` is empty or holds '/', or the rows do not
+                match the spec (as :meth:`extend`); nothing changes then.
+        """
+        self.extend(hdf5_rows(self, h5_file, nested_key_separator))
+
     def clear(self) -> None:
         """Remove every row (``len`` becomes 0; the next write starts at row 0).
-
         The spec fixed by the first extend stays, and so does the memory of the rows (a
         training loop that clears and refills allocates nothing); the generator's stream goes
         on where it was.
@@ -234,7 +262,8 @@ def warn_unsaveable_keys(batch: Batch, separator: str) -> None:
     if clashing:
         warnings.warn(
             f"keys {', '.join(map(format_key_path, clashing))} contain the nested key "
-            f"separator {separator!r}: this buffer cannot be saved until they are renamed",
+            f"separator {separator!r}: save with another (save(path, nested_key_separator=...)) "
+            "or rename them",
             stacklevel=3,
         )
 
@@ -257,3 +286,25 @@ def chronological_rows(storage: RingStorage) -> dict[str, Any]:
     if len(storage) == 0:
         return {}
     return unflatten(storage.gather(storage.flat_index(storage.chronological_time_index())))
+
+
+def hdf5_rows(
+    buffer: Buffer, h5_file: str | os.PathLike[str], nested_key_separator: str | None
+) -> dict[str, Any]:
+    """The rows of an HDF5 file of row datasets, read for ``buffer`` (its separator unless
+    ``nested_key_separator`` is given, its batch axes, its spec's dtypes): what ``load_hdf5``
+    extends the buffer with.
+
+    Raises:
+        FileNotFoundError: ``h5_file`` does not exist.
+        CorruptFileError: ``h5_file`` is not an HDF5 file of row datasets.
+        TypeError: ``nested_key_separator`` is not a str.
+        ValueError: ``nested_key_separator`` is empty or holds '/'.
+    """
+    separator = (
+        buffer.nested_key_separator
+        if nested_key_separator is None
+        else check_separator(nested_key_separator)
+    )
+    storage = buffer._storage
+    return read_row_datasets(h5_file, separator, batch_dims=storage.batch_dims, like=storage.spec)

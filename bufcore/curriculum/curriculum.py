@@ -2,9 +2,11 @@
 
 How badly the agent tracks each motion decides how often it is replayed: BFM-Zero measures an
 EMD per motion after each evaluation (:func:`bufcore.curriculum.transport.emd`), turns the EMDs into
-priorities (:mod:`bufcore.curriculum.priorities`), and hands them to the expert buffer. A
-:class:`Curriculum` does that for one round at a time, all or nothing, and keeps the history
-(:mod:`bufcore.curriculum.history`) that checkpoints and the dashboard read.
+priorities (:mod:`bufcore.curriculum.priorities`), and hands them to the expert buffer and to
+the simulator's motion sampler (its ``update_sampling_weight_by_id``), so episodes start on hard
+motions as often as training replays them. A :class:`Curriculum` does that for one round at a
+time, all or nothing, and keeps the history (:mod:`bufcore.curriculum.history`) that
+checkpoints and the dashboard read.
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ class PrioritizedExpertBuffer(Protocol):
     """What :class:`Curriculum` needs from an expert buffer (``TrajectoryDictBuffer`` has it).
 
     ``motion_ids[i]`` is the motion stored as trajectory ``i``; ``update_priorities`` sets the
-    priorities of the trajectories at ``idxs`` and renormalises.
+    priorities of the trajectories at ``idxs`` and renormalises, replacing ``priorities``
+    (which a round sets back when the motion sampler refuses it). A buffer with
+    ``file_names`` has their names passed to the sampler.
     """
+
+    priorities: torch.Tensor
 
     @property
     def motion_ids(self) -> list[int]: ...
@@ -40,14 +46,31 @@ class PrioritizedExpertBuffer(Protocol):
     def update_priorities(self, priorities: torch.Tensor, idxs: torch.Tensor) -> None: ...
 
 
+class SamplingWeightHook(Protocol):
+    """Where each round's priorities reach the simulator's motion sampler.
+
+    Called with keywords, as BFM-Zero's training loop calls its motion library, so
+    ``MotionLibBase.update_sampling_weight_by_id`` fits as it is: ``priorities`` (the round's
+    unnormalised priorities, floats), ``motions_id`` (the motion id of each, same order) and
+    ``file_name`` (motion id -> the buffer's ``file_names`` entry, or None for a buffer
+    without them).
+    """
+
+    def __call__(
+        self, *, priorities: list[float], motions_id: list[int], file_name: dict[int, str] | None
+    ) -> None: ...
+
+
 class Curriculum:
     """Applies evaluation rounds to an expert buffer and remembers them.
 
     Each round maps every motion in the buffer to its EMD; the curriculum converts them with
     :func:`~bufcore.curriculum.priorities.emd_to_priorities`' transform, hands them to
-    ``buffer.update_priorities`` at the trajectory index of each motion, and appends a
-    :class:`Round` to :attr:`history`. A round is all or nothing: if any check fails (or the
-    buffer refuses the update) neither the buffer nor the history changes.
+    ``buffer.update_priorities`` at the trajectory index of each motion, passes them to
+    ``update_sampling_weight_by_id`` if given, and appends a :class:`Round` to :attr:`history`.
+    A round is all or nothing: if any check fails, the buffer refuses the update or the hook
+    raises, the round is not recorded and the buffer's priorities are as before (the
+    exception propagates; what the hook itself changed before raising is the hook's affair).
 
     Args:
         buffer: The expert buffer: ``motion_ids`` (one per trajectory, in trajectory order) and
@@ -56,9 +79,14 @@ class Curriculum:
         max_val: Upper EMD clamp (``prioritization_max_val``).
         scale: Multiplier after clamping (``prioritization_scale``).
         mode: ``"lin"``, ``"exp"`` or ``"bin"`` (``prioritization_mode``).
+        update_sampling_weight_by_id: Called after the buffer's update with each round's
+            priorities (:class:`SamplingWeightHook`), e.g. the simulator's
+            ``motion_lib.update_sampling_weight_by_id``; None for none. It is not state: pass
+            it again to :meth:`from_state_dict`.
 
     Raises:
-        TypeError: An option has the wrong type, or a motion id is not an int.
+        TypeError: An option has the wrong type, a motion id is not an int, or
+            ``update_sampling_weight_by_id`` is not callable.
         ValueError: An option is invalid (see :class:`PriorityOptions`), the buffer holds no
             motion, or a motion id appears twice in ``buffer.motion_ids``.
     """
@@ -71,9 +99,16 @@ class Curriculum:
         max_val: float = 2.0,
         scale: float = 2.0,
         mode: str = "exp",
+        update_sampling_weight_by_id: SamplingWeightHook | None = None,
     ) -> None:
         self._options = PriorityOptions(min_val, max_val, scale, mode)  # type: ignore[arg-type]
         motion_ids = _check_motion_ids(buffer.motion_ids)
+        if update_sampling_weight_by_id is not None and not callable(update_sampling_weight_by_id):
+            raise TypeError(
+                "update_sampling_weight_by_id: expected a callable or None, got "
+                f"{type(update_sampling_weight_by_id).__name__}"
+            )
+        self._sampling_hook = update_sampling_weight_by_id
         self.buffer = buffer
         self._motion_ids = motion_ids
         self._index_in_buffer = {motion: i for i, motion in enumerate(motion_ids)}
@@ -121,6 +156,8 @@ class Curriculum:
             ValueError: Motions of the buffer are missing, motions not in the buffer are
                 present, an EMD is NaN, infinite or negative, ``step < 0``, every priority
                 came out 0, or ``buffer.motion_ids`` changed since construction.
+            Exception: Whatever the buffer's update or ``update_sampling_weight_by_id``
+                raised; the buffer's priorities and the history are as before.
         """
         step = check_int(step, "step", minimum=0)
         if list(self.buffer.motion_ids) != self._motion_ids:
@@ -139,7 +176,19 @@ class Curriculum:
                 f"{self.min_val}); raise min_val or use another mode"
             )
         idxs = torch.tensor([self._index_in_buffer[m] for m in motions], dtype=torch.int64)
+        hook = self._sampling_hook
+        previous = None if hook is None else self.buffer.priorities.clone()
         self.buffer.update_priorities(priorities, idxs)
+        if hook is not None and previous is not None:
+            try:
+                hook(
+                    priorities=priorities.tolist(),
+                    motions_id=motions,
+                    file_name=self._file_names(motions),
+                )
+            except BaseException:
+                self.buffer.priorities = previous  # all or nothing: the round did not happen
+                raise
         record = Round(
             step=step,
             emd=emds,
@@ -147,6 +196,13 @@ class Curriculum:
         )
         self._history.append(record)
         return record
+
+    def _file_names(self, motions: list[int]) -> dict[int, str] | None:
+        """Motion id -> the buffer's file name, as BFM-Zero passes them; None without names."""
+        names = getattr(self.buffer, "file_names", None)
+        if names is None:
+            return None
+        return {m: names[self._index_in_buffer[m]] for m in motions}
 
     def _check_round(self, emd_by_motion: Mapping[int, float]) -> dict[int, float]:
         if not isinstance(emd_by_motion, Mapping):
@@ -207,9 +263,15 @@ class Curriculum:
 
     @classmethod
     def from_state_dict(
-        cls, buffer: PrioritizedExpertBuffer, state: Mapping[str, Any]
+        cls,
+        buffer: PrioritizedExpertBuffer,
+        state: Mapping[str, Any],
+        *,
+        update_sampling_weight_by_id: SamplingWeightHook | None = None,
     ) -> Curriculum:
         """Build a curriculum over ``buffer`` with the options and history saved in ``state``.
+
+        ``update_sampling_weight_by_id`` is the constructor's (it is not saved).
 
         Raises:
             StateError: ``state`` is malformed (the message names the key path), or a round's
@@ -223,6 +285,7 @@ class Curriculum:
             max_val=options.max_val,
             scale=options.scale,
             mode=options.mode,
+            update_sampling_weight_by_id=update_sampling_weight_by_id,
         )
         curriculum._history = rounds_from_state(state, set(curriculum._motion_ids))
         return curriculum

@@ -2,11 +2,12 @@
 
 State dynamics are an integrator with a little noise, ``s' = s + action + noise``; the reward is
 minus the distance to the motion's next frame. An env starts each episode on a motion drawn by
-the expert buffer's current priorities (the curriculum), at a random frame of its first half,
-and runs to the motion's last frame. Rows come out in BFM-Zero's online layout: row ``t`` holds
-the observation, the action taken there and its reward, with the ``truncated`` flag of the
-previous step, so an episode's last row is its final observation (flagged, action and reward 0)
-and the next row is the reset.
+the motion bank's sampling weights, at a random frame of its first half, and runs to the
+motion's last frame. The curriculum sets those weights after each round through the bank's
+``update_sampling_weight_by_id``, as BFM-Zero's sets its simulator's motion library. Rows come
+out in BFM-Zero's online layout: row ``t`` holds the observation, the action taken there and its
+reward, with the ``truncated`` flag of the previous step, so an episode's last row is its final
+observation (flagged, action and reward 0) and the next row is the reset.
 
 With probability ``mix`` an episode explores instead of tracking: it holds one ``z`` drawn from
 the z buffer for the whole episode (BFM-Zero's mixed rollouts) rather than encoding the motion's
@@ -15,7 +16,7 @@ upcoming frames at every step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -26,11 +27,16 @@ from bufcore.runs.demo.motions import Motion
 
 
 class MotionBank:
-    """All motions padded into one ``[M, max_len + horizon, dim]`` tensor (last frame repeated).
+    """All motions padded into one ``[M, max_len + horizon, dim]`` tensor (last frame repeated),
+    and the weights episodes draw them by (the simulator's motion library in BFM-Zero).
 
     Args:
         motions: The motions, ``motions[i].motion_id == i``.
         horizon: Frames a ``z`` looks ahead.
+
+    Attributes:
+        sampling_prob: ``[M]`` float32 probability of each motion starting an episode,
+            uniform until :meth:`update_sampling_weight_by_id`.
     """
 
     def __init__(self, motions: Sequence[Motion], horizon: int) -> None:
@@ -43,6 +49,41 @@ class MotionBank:
             self.frames[i, :length] = motion.frames
             self.frames[i, length:] = motion.frames[-1]
         self.horizon = horizon
+        self.sampling_prob = torch.full((len(motions),), 1.0 / len(motions))
+
+    def update_sampling_weight_by_id(
+        self,
+        priorities: Sequence[float],
+        motions_id: Sequence[int],
+        file_name: Mapping[int, str] | None = None,
+    ) -> None:
+        """Replace :attr:`sampling_prob` (the curriculum's hook; BFM-Zero's signature).
+
+        The listed motions get their priorities normalised to sum 1, the others 0, as in
+        BFM-Zero. ``file_name`` is accepted and not checked: the demo's motions are not named.
+
+        Raises:
+            ValueError: lengths differ, a motion id is out of range, or the priorities are
+                negative, not finite or all zero.
+        """
+        weights = torch.tensor(list(priorities), dtype=torch.float64)
+        ids = torch.tensor(list(motions_id), dtype=torch.int64)
+        if weights.shape != ids.shape:
+            raise ValueError(
+                f"priorities: expected one per motion id, got {len(weights)} for {len(ids)}"
+            )
+        count = len(self.sampling_prob)
+        if bool(((ids < 0) | (ids >= count)).any()):
+            raise ValueError(f"motions_id: expected ids in [0, {count}), got {ids.tolist()}")
+        if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
+            raise ValueError(f"priorities: expected finite values >= 0, got {weights.tolist()}")
+        full = torch.zeros(count, dtype=torch.float64)
+        full[ids] = weights
+        total = float(full.sum())
+        if total <= 0:
+            raise ValueError("priorities: every motion would have probability 0")
+        # Normalised in float64 then stored as float32, as the expert buffer stores its own.
+        self.sampling_prob = (full / total).to(torch.float32)
 
     def windows(self, motion: torch.Tensor, frame: torch.Tensor) -> torch.Tensor:
         """``[n, horizon, dim]``: frames ``frame + 1 .. frame + horizon`` of each motion."""
@@ -98,12 +139,15 @@ class TrackingEnvs:
         self.held_z = torch.zeros(envs, encoder.matrix.shape[1])
         self.truncated = torch.zeros(envs, dtype=torch.bool)
 
-    def reset(self, which: torch.Tensor, priorities: torch.Tensor, zbuffer: ZBuffer) -> None:
-        """Start new episodes in the envs ``which`` (a bool mask)."""
+    def reset(self, which: torch.Tensor, zbuffer: ZBuffer) -> None:
+        """Start new episodes in the envs ``which`` (a bool mask), on motions drawn by the
+        bank's ``sampling_prob``."""
         count = int(which.sum())
         if count == 0:
             return
-        motion = torch.multinomial(priorities, count, replacement=True, generator=self._generator)
+        motion = torch.multinomial(
+            self.bank.sampling_prob, count, replacement=True, generator=self._generator
+        )
         half = (self.bank.lengths[motion] // 2).clamp(min=1)
         frame = (torch.rand(count, generator=self._generator) * half).long()
         explore = torch.rand(count, generator=self._generator) < self.mix
@@ -116,9 +160,7 @@ class TrackingEnvs:
         else:
             self.explore[which] = False
 
-    def step(
-        self, policy: TrackingPolicy, priorities: torch.Tensor, zbuffer: ZBuffer
-    ) -> StepRows:
+    def step(self, policy: TrackingPolicy, zbuffer: ZBuffer) -> StepRows:
         """Act in every env and return the row this step writes to the online buffer."""
         final = self.frame + 1 >= self.bank.lengths[self.motion]
         tracking_z = self.encoder(self.bank.windows(self.motion, self.frame))
@@ -145,7 +187,7 @@ class TrackingEnvs:
         reward_mean = float(reward[live].mean()) if bool(live.any()) else 0.0
         self.state = torch.where(final[:, None], self.state, following)
         self.frame = torch.where(final, self.frame, self.frame + 1)
-        self.reset(final, priorities, zbuffer)
+        self.reset(final, zbuffer)
         return StepRows(rows, int(final.sum()), reward_mean)
 
 

@@ -7,7 +7,8 @@ One run, built only from bufcore:
 2. Online data: parallel tracking envs (:mod:`~bufcore.runs.demo.env`) write one
    ``[1, envs]`` row per step into a :class:`~bufcore.TrajectoryDictBufferMultiDim`
    (``n_dim=2``, ``end_key="truncated"``, BFM-Zero's row layout). Each episode tracks a motion
-   drawn by the expert buffer's priorities.
+   drawn by the motion bank's sampling weights, which the curriculum keeps equal to the expert
+   buffer's priorities through its ``update_sampling_weight_by_id`` hook.
 3. Every ``update_every`` steps: the policy takes a step on expert windows (``z`` from the fixed
    backward map), their ``z`` and as many random ones go into the :class:`~bufcore.ZBuffer`
    (which slot holds which kind is kept beside it, :mod:`~bufcore.runs.demo.zsource`),
@@ -165,12 +166,14 @@ def _run(
         seed=seeds["buffers"] + 1,
     )
     zbuffer = ZBuffer(options.z_capacity, options.z_dim, seed=seeds["z"])
+    bank = MotionBank(motions, options.seq_length)
     curriculum = Curriculum(
         expert,
         min_val=options.min_val,
         max_val=options.max_val,
         scale=options.scale,
         mode=options.mode,
+        update_sampling_weight_by_id=bank.update_sampling_weight_by_id,
     )
     encoder = BackwardMap(
         options.dim, options.seq_length, options.z_dim, _generator(seeds["backward"])
@@ -186,7 +189,6 @@ def _run(
         min_weight=options.min_weight,
         max_weight=options.max_weight,
     )
-    bank = MotionBank(motions, options.seq_length)
     envs = TrackingEnvs(
         bank,
         options.envs,
@@ -196,7 +198,7 @@ def _run(
         dynamics_noise=0.03,
         generator=_generator(seeds["envs"]),
     )
-    envs.reset(torch.ones(options.envs, dtype=torch.bool), expert.priorities, zbuffer)
+    envs.reset(torch.ones(options.envs, dtype=torch.bool), zbuffer)
     loop = _Loop(run, options, expert, online, zbuffer, curriculum, encoder, policy, value,
                  weighting, bank, envs, policy_generator)
     started = clock()
@@ -277,7 +279,7 @@ class _Loop:
     def env_step(self, step: int, logger: RunLogger) -> None:
         """Step every env, then update, log, evaluate and checkpoint when they are due."""
         options = self.options
-        rows = self.envs.step(self.policy, self.expert.priorities, self.zbuffer)
+        rows = self.envs.step(self.policy, self.zbuffer)
         self.online.extend(rows.data)
         self.episodes += rows.episodes_done
         if step % options.update_every == 0 and step > options.seq_length:

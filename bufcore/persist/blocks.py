@@ -24,6 +24,9 @@ the bytes are read as they are.
 
 Bytes are hashed, then read again (from the page cache) through the same open file: a checkpoint
 is never changed in place (a save publishes a new directory), so they are the bytes hashed.
+
+Needed by: ``tests/persist/test_block_reads.py`` (partial loads and ``read_leaf`` refuse a damaged
+byte in the blocks they read, and hash no other block) and ``tests/app/test_verified_reads.py``.
 """
 
 from __future__ import annotations

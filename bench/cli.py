@@ -5,16 +5,19 @@ its own fresh process, :mod:`bench.headline`; first, before this process allocat
 then the in-process diagnostics ``transition`` (DictBuffer against the peers, the ceilings and
 the disk) and ``trajectory`` (window indices and windows with ``next``,
 :mod:`bench.trajectory`). ``--only PART`` runs one, ``--skip PART`` leaves one out.
+``persist-engine`` (:mod:`bench.persist_engine`: bufcore's checkpoint engine against plain h5py
+reads and writes, fresh processes) runs only when asked for with ``--only``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import headline, headline_report, trajectory
+from bench import headline, headline_report, persist_engine, trajectory
 from bench.headline import HeadlineConfig
 from bench.report import render, write_json
 from bench.runner import Config, Results, run
@@ -22,6 +25,7 @@ from bench.trajectory import TrajectoryConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTS = ("headline", "transition", "trajectory")
+ON_REQUEST = ("persist-engine",)
 
 
 def positive_int(text: str) -> int:
@@ -70,7 +74,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "are noisier)",
     )
     part = parser.add_mutually_exclusive_group()
-    part.add_argument("--only", choices=PARTS, help="run only this part")
+    part.add_argument("--only", choices=PARTS + ON_REQUEST, help="run only this part")
     part.add_argument("--skip", choices=PARTS, help="leave this part out")
     parser.add_argument("--capacity", type=positive_int, help="rows of the steady-state buffers")
     parser.add_argument("--batch-size", type=positive_int, default=1024)
@@ -130,6 +134,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     head.add_argument(
         "--headline-json", type=Path, default=RESULTS / "headline.json", help="headline JSON file"
+    )
+    engine = parser.add_argument_group("persist-engine part (fresh processes)")
+    engine.add_argument(
+        "--engine-rows",
+        type=positive_int,
+        nargs="+",
+        help="rows of the checkpoints (default: 200000 1000000; --quick 50000)",
+    )
+    engine.add_argument(
+        "--engine-rounds", type=positive_int, default=3, help="processes per op and implementation"
+    )
+    engine.add_argument(
+        "--engine-json",
+        type=Path,
+        default=RESULTS / "persist_engine.json",
+        help="persist-engine JSON file",
     )
     traj = parser.add_argument_group("trajectory part")
     traj.add_argument(
@@ -229,6 +249,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = config_from(args)
     traj = trajectory_config_from(args)
     parts = parts_from(args)
+    if parts == ("persist-engine",):
+        sizes = tuple(args.engine_rows or ((50_000,) if args.quick else (200_000, 1_000_000)))
+        engine = persist_engine.run(sizes, args.engine_rounds, args.tmp_dir)
+        print(persist_engine.render(engine), flush=True)
+        args.engine_json.parent.mkdir(parents=True, exist_ok=True)
+        args.engine_json.write_text(json.dumps(engine.to_json(), indent=1) + "\n")
+        print(f"wrote {args.engine_json}", flush=True)
+        return 0
     # The headline first, before this process allocates anything (its children start fresh).
     if "headline" in parts:
         measured = headline.run(headline_config_from(args))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.isolated import ONLINE_IMPLEMENTATIONS, TRANSITION_IMPLEMENTATIONS, ChildSpec
+from bench.child_spec import ONLINE_IMPLEMENTATIONS, TRANSITION_IMPLEMENTATIONS, ChildSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSITION, ONLINE = "transition", "online"

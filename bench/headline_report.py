@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.blocks import ROWS_PER_S, SAMPLES_PER_S
+from bench.child_spec import ONLINE_IMPLEMENTATIONS, TRANSITION_IMPLEMENTATIONS
 from bench.headline import ONLINE, TRANSITION, HeadlineResults, Stats
 from bench.isolated import (
     EXTEND,
@@ -23,10 +24,8 @@ from bench.isolated import (
     FILL_PRETOUCHED,
     FILL_UNTOUCHED,
     MIX,
-    ONLINE_IMPLEMENTATIONS,
     SAMPLE,
     SAMPLE_SETTLED,
-    TRANSITION_IMPLEMENTATIONS,
 )
 from bench.online_child import STEP
 from bench.report import format_table, machine

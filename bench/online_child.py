@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench.blocks import ROWS_PER_S, SAMPLES_PER_S, STEPS_PER_S, OpRecord, measure_rounds
+from bench.child_spec import ChildSpec
 from bench.peers import package_version
 from bench.rollout import flag_stream, rollout_pool, with_flags
 from bench.trajpeers import (
@@ -43,9 +44,6 @@ from bench.trajpeers import (
     WindowShape,
 )
 from bench.workload import Nested
-
-if TYPE_CHECKING:
-    from bench.isolated import ChildSpec
 
 STEP, SAMPLE, EXTEND = "step", "sample", "extend"
 FILL_STEPS = 25

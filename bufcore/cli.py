@@ -1,7 +1,7 @@
 """The ``bufcore`` command: ``bufcore demo`` runs the demo training run; ``bufcore inspect
 PATH`` summarizes a checkpoint, run or BFM-Zero work directory without loading it; ``bufcore
-dashboard RUN`` starts the dashboard (``python -m app`` in a subprocess: the library never
-imports the dashboard, which sits above it).
+dashboard RUN`` starts the dashboard: this process becomes ``python -m app`` (``os.execve``; the
+library never imports the dashboard, which sits above it).
 
 Every command prints one clear line and exits non-zero on bad input (1 for a file or value
 problem, 2 for a usage error), never a traceback; ``--help`` shows an example. Ctrl-C prints
@@ -16,8 +16,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -274,38 +272,20 @@ def _dashboard(args: argparse.Namespace) -> int:
                                 cwd=Path.cwd())
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(repo), path)))}
-    process = subprocess.Popen(command, cwd=repo, env=env)
-    # SIGTERM (a supervisor, `kill`) stops the dashboard as Ctrl-C does, never orphaning it.
-    terminate = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        return process.wait()
-    except KeyboardInterrupt:
-        # A terminal's Ctrl-C reached the launcher too (it prints the one line); a SIGINT
-        # sent to this process alone is passed on.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            _stop_launcher(process)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, terminate)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    replace_process(command, repo, env)
+    return 0  # not reached: the launcher took over this process
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def replace_process(command: list[str], cwd: Path, env: dict[str, str]) -> None:
+    """Become ``command``, run in ``cwd`` with ``env`` (``os.execve``; returns only in tests).
 
-
-def _stop_launcher(process: subprocess.Popen[bytes]) -> None:
-    try:
-        process.wait(timeout=2)
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    ``python -m app`` is the dashboard's one supervisor (it starts Streamlit, turns Ctrl-C and
+    SIGTERM into a clean stop and exit 130): this process becomes it rather than waiting on it.
+    """
+    os.chdir(cwd)
+    os.execve(command[0], command, env)
 
 
 def build_parser() -> argparse.ArgumentParser:

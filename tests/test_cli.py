@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -209,6 +213,58 @@ def test_dashboard_without_app_beside_bufcore_says_a_source_checkout_is_needed(
     assert err.count("\n") == 1
 
 
+def test_dashboard_becomes_the_launcher_in_the_repository_root_with_it_on_the_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bufcore import cli
+
+    calls: list[tuple[str, list[str], Path, dict[str, str]]] = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "elsewhere")
+    monkeypatch.setattr(cli.os, "chdir", lambda path: calls.append(("chdir", [], path, {})))
+    monkeypatch.setattr(
+        cli.os, "execve", lambda exe, argv, env: calls.append((exe, argv, Path(), env))
+    )
+    cli.main(["dashboard", "--port", "8600"])
+    repo = cli.repository_root()
+    assert [call[0] for call in calls] == ["chdir", sys.executable]
+    assert calls[0][2] == repo
+    assert calls[1][1] == [sys.executable, "-m", "app", "--port", "8600", "--root", str(tmp_path)]
+    assert calls[1][3]["PYTHONPATH"] == f"{repo}{os.pathsep}elsewhere"
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_bufcore_dashboard_with_one_line_and_exit_130(tmp_path: Path) -> None:
+    # One supervisor: `bufcore dashboard` becomes `python -m app`, which stops Streamlit.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bufcore.cli", "dashboard", "--root", str(tmp_path),
+         "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as reply:
+                    assert reply.read() == b"ok"
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.3)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert (process.returncode, err.splitlines()[-1]) == (130, "python -m app: stopped")
+    assert "Traceback" not in err and "interrupted" not in err
+
+
 def test_dashboard_on_a_missing_run_is_one_line_and_exit_1(tmp_path: Path) -> None:
     result = bufcore("dashboard", str(tmp_path / "nope"))
     assert (result.returncode, result.stderr) == (
@@ -223,7 +279,7 @@ def test_dashboard_with_a_port_that_is_not_a_number_is_a_usage_error() -> None:
 
 
 def test_the_command_line_never_imports_the_dashboard() -> None:
-    # Layer rule: bufcore sits below app/; `bufcore dashboard` starts it in a subprocess.
+    # Layer rule: bufcore sits below app/; `bufcore dashboard` execs `python -m app`.
     probe = (
         "import sys, bufcore.cli; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('app', 'streamlit')))"

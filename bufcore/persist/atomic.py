@@ -19,6 +19,24 @@ wins and the other gets ``FileExistsError``.
 The parent directory is fsynced afterwards, so the rename survives a crash. A writer killed
 halfway leaves its staging entry behind; the next publish of the same name removes the entries
 whose process is gone.
+
+What needs each mechanism (DESIGN rule 5):
+
+- staging + fsync + one rename or swap: ``tests/fault/test_crash_safety.py`` (SIGKILL at any
+  moment leaves the old or the new checkpoint) and ``tests/fault/test_load_save_race.py``;
+- the retry of :func:`_put_in_place`: ``tests/persist/test_atomic.py::
+  test_a_directory_published_by_another_writer_just_before_the_rename_is_replaced`` and
+  ``::test_a_destination_moved_away_before_the_swap_is_published_into_again`` (two savers of one
+  path both succeed, README Guarantees);
+- :func:`_put_new`: ``tests/persist/test_create_only.py`` (of two create-only savers exactly one
+  wins);
+- :func:`_keep_if_changed`: ``tests/persist/test_atomic.py::
+  test_a_directory_another_writer_published_meanwhile_is_kept_when_not_replaceable`` (a save
+  replaces only a verifiable checkpoint, README Guarantees);
+- :func:`remove_stale_staging` (the pid in a staging name tells a dead writer's leftovers, up
+  to the size of a checkpoint, from a live writer's): ``tests/fault/test_crash_safety.py::
+  test_staging_left_by_a_killed_saver_is_removed_by_the_next_save`` and
+  ``::test_staging_of_a_writer_that_is_still_alive_is_left_alone`` (README "Checkpoints").
 """
 
 from __future__ import annotations
@@ -39,7 +57,8 @@ from bufcore.persist.syscalls import exchange, fsync_path, rename_new
 
 # As many links as the kernel follows in one path (Linux's MAXSYMLINKS).
 _MAX_LINK_HOPS = 40
-# How often a publish retries when other writers keep moving its destination.
+# How often a publish retries when other writers keep moving its destination (each retry
+# means another writer published in between; a bound only so that it cannot spin forever).
 _PUBLISH_ATTEMPTS = 100
 _STAGING = re.compile(r"^\.(?P<name>.+)\.(?:staging|old)-(?P<pid>\d+)-")
 

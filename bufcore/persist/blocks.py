@@ -24,24 +24,22 @@ the bytes are read as they are.
 
 Bytes are hashed, then read again (from the page cache) through the same open file: a checkpoint
 is never changed in place (a save publishes a new directory), so they are the bytes hashed.
+
+Needed by: ``tests/persist/test_block_reads.py`` (partial loads and ``read_leaf`` refuse a damaged
+byte in the blocks they read, and hash no other block) and ``tests/app/test_verified_reads.py``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
-import torch
 
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.hashing import Digests, hash_range
-
-# Unit of reads, both for hashing a block and for handing bytes to a copy.
-_PIECE_BYTES = 8 << 20
 
 # Byte extents of a file: starts and stops (exclusive), int64 arrays of one length.
 Extents = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
@@ -132,13 +130,6 @@ class BlockReader:
         self._fd = fd
         self._expected = expected
         self._verified: set[int] = set()
-        self._buffer: np.ndarray[Any, Any] | None = None
-
-    def _piece_buffer(self) -> tuple[memoryview, torch.Tensor]:
-        """The one read buffer, as bytes (to read and hash) and as a tensor (to copy from)."""
-        if self._buffer is None:
-            self._buffer = np.empty(_PIECE_BYTES, dtype=np.uint8)
-        return self._buffer.data.cast("B"), torch.from_numpy(self._buffer)
 
     def verify(self, span: Extents | None, what: str) -> None:
         """Hash every block of the manifest that ``span`` touches (None: the whole file) and
@@ -180,48 +171,10 @@ class BlockReader:
 
     def _check_block(self, index: int, block: int, size: int, digest: str, what: str) -> None:
         start, stop = index * block, min(size, (index + 1) * block)
-        buffer, _ = self._piece_buffer()
-        got, hashed = hash_range(self._fd, start, stop, buffer)
+        got, hashed = hash_range(self._fd, start, stop)
         if hashed != stop - start or got != digest:
             raise CorruptCheckpointError(
                 self.path,
                 f"{what}: sha256 of block {index} (bytes {start} to {stop}) does not match "
                 "the manifest",
             )
-
-    def chunks(
-        self, span: Extents, what: str
-    ) -> Generator[tuple[int, torch.Tensor], None, None]:
-        """``(file offset, bytes)`` covering every extent of ``span``, in file order, once
-        the blocks they lie in are verified; each valid until the next is asked.
-
-        Raises:
-            CorruptCheckpointError: as :meth:`verify`, or the file ends inside an extent.
-        """
-        self.verify(span, what)
-        buffer, tensor = self._piece_buffer()
-        for start, stop in _merged(span):
-            position = start
-            while position < stop:
-                view = buffer[: min(_PIECE_BYTES, stop - position)]
-                got = os.preadv(self._fd, [view], position)
-                if got == 0:
-                    raise CorruptCheckpointError(
-                        self.path, f"{what}: the file ended at byte {position}, inside a dataset"
-                    )
-                yield position, tensor[:got]
-                position += got
-
-
-def _merged(span: Extents) -> list[tuple[int, int]]:
-    """The extents of ``span`` sorted, with overlapping or touching ones joined."""
-    order = np.argsort(span[0], kind="stable")
-    merged: list[tuple[int, int]] = []
-    for start, stop in zip(span[0][order].tolist(), span[1][order].tolist(), strict=True):
-        if stop <= start:
-            continue
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
-        else:
-            merged.append((start, stop))
-    return merged

@@ -1,17 +1,9 @@
-"""sha256 of files and byte streams, per block and on background threads.
+"""sha256 of files: whole, or per fixed-size block on background threads.
 
 Data model: :class:`Digests` is what a file must hash to: its size and one sha256 per fixed-size
-block (or one for the whole file). A :class:`StreamHasher` takes a byte stream in order, cut into
-those blocks, and hashes them on a small pool of threads; :func:`mismatch` says how what was
-hashed differs from what was expected.
-
-Why blocks and threads: sha256 (~1.8 GB/s on one core) is the slowest step of both a save and a
-load, slower than a cold sequential read, and one sha256 is strictly sequential. Blocks are
-independent: block ``k`` goes to thread ``k % threads``, so once the producer is past a block
-boundary the next block is hashed beside the one still being finished. hashlib releases the GIL
-on large buffers, so the feeding thread packs, writes or reads the next piece meanwhile, and the
-bytes are hashed from the memory they were written from or read into: a file is never read a
-second time to be checked.
+block (or one for the whole file). A :class:`BlockHasher` hashes a file's blocks on a small pool
+of threads while the caller fsyncs or reads it; :func:`mismatch` says how what was hashed
+differs from what was expected.
 
 :func:`seal_file` fsyncs a freshly written file while hashing it from the page cache, so sealing
 costs about as much as the fsync alone.
@@ -21,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +24,8 @@ from bufcore.errors import CorruptCheckpointError
 
 # Unit of reads when hashing a whole file or a file range.
 _HASH_CHUNK = 8 << 20
+# Threads hashing the blocks of buffer.hdf5 (this machine's two cores; bench row persist-engine).
+HASH_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -50,137 +44,71 @@ class Digests:
     sha256: tuple[str, ...]
 
 
-class _Pieces:
-    """Pieces of one fed buffer still to be hashed; the last one done runs the callback."""
+class BlockHasher:
+    """sha256 of a file per fixed-size block, hashed by background threads.
 
-    __slots__ = ("done", "left", "lock")
+    Block ``k`` (``block_bytes`` each, the last one shorter) is read with ``pread`` and hashed
+    on one of ``threads`` threads; hashlib releases the GIL, so the caller meanwhile fsyncs the
+    file it just wrote (a save) or reads it through HDF5 (a load), and consecutive blocks are
+    hashed on both cores at once. Without ``block_bytes`` the whole file is one digest.
 
-    def __init__(self, left: int, done: Callable[[], None] | None) -> None:
-        self.left = left
-        self.done = done
-        self.lock = threading.Lock()
-
-    def finish_one(self) -> None:
-        with self.lock:
-            self.left -= 1
-            last = self.left == 0
-        if last and self.done is not None:
-            self.done()
-
-
-_Job = tuple["hashlib._Hash", memoryview, _Pieces]
-
-
-class StreamHasher:
-    """sha256 of a byte stream fed in order, per fixed-size block, hashed by background threads.
-
-    With ``block_bytes`` the stream is cut into blocks of that many bytes (the last one shorter),
-    each with its own sha256; block ``k`` goes to thread ``k % threads``, so consecutive blocks
-    are hashed at the same time on different cores, each by one thread in stream order. A buffer
-    fed across a block boundary is split there. Without ``block_bytes`` the whole stream is one
-    block (one sha256 of everything, on one thread).
-
-    hashlib releases the GIL on large buffers, so the feeding thread packs, writes or reads the
-    next slot while these threads hash the previous ones: sha256 (~1.8 GB/s on one core) is the
-    slowest step of both a save and a load, and this keeps it off their critical path.
+    Why threads: sha256 (~1.8 GB/s on one core) is the slowest step of both a save and a load,
+    slower than a cold read; hashing concurrently with the fsync or the reads is what keeps
+    save and cold load near the disk's ceiling (bench row ``persist-engine``). Blocks (rather
+    than one digest) also let a read of some rows verify only the blocks it touches
+    (:mod:`bufcore.persist.blocks`, ``tests/persist/test_block_reads.py``).
 
     Args:
-        block_bytes: Bytes per block, or None for one block of the whole stream.
-        threads: Hashing threads (used only with ``block_bytes``).
-
-    Raises:
-        ValueError: ``block_bytes`` or ``threads`` is not positive.
+        fd: The file, open for reading (a duplicate is kept until :meth:`close`).
+        block_bytes: Bytes per block, or None for one digest of the whole file.
+        threads: Hashing threads (one without ``block_bytes``).
     """
 
-    def __init__(self, block_bytes: int | None = None, threads: int = 1) -> None:
-        if (block_bytes is not None and block_bytes <= 0) or threads <= 0:
-            raise ValueError(f"block_bytes {block_bytes} and threads {threads} must be positive")
+    def __init__(self, fd: int, block_bytes: int | None, threads: int = HASH_THREADS) -> None:
         self.block_bytes = block_bytes
-        count = threads if block_bytes is not None else 1
-        self._queues: list[queue.SimpleQueue[_Job | None]] = [
-            queue.SimpleQueue() for _ in range(count)
-        ]
-        # One sha256 per block, created by the feeding thread as the stream reaches the block.
-        self._blocks: list[hashlib._Hash] = [] if block_bytes is not None else [hashlib.sha256()]
-        self._size = 0
-        self._error: BaseException | None = None
-        self._closed = False
-        self._threads = [
-            threading.Thread(target=self._run, args=(jobs,), name="bufcore-sha256", daemon=True)
-            for jobs in self._queues
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def feed(self, data: memoryview, done: Callable[[], None] | None = None) -> None:
-        """Hash ``data`` after what was fed before; ``done()`` runs once ``data`` may change."""
-        if self.block_bytes is None:
-            self._size += data.nbytes
-            self._queues[0].put((self._blocks[0], data, _Pieces(1, done)))
-            return
-        jobs: list[tuple[int, memoryview]] = []
-        position = self._size
-        while data.nbytes:
-            block, into = divmod(position, self.block_bytes)
-            if block == len(self._blocks):
-                self._blocks.append(hashlib.sha256())
-            take = min(data.nbytes, self.block_bytes - into)
-            jobs.append((block, data[:take]))
-            data = data[take:]
-            position += take
-        self._size = position
-        if not jobs:
-            if done is not None:
-                done()
-            return
-        pieces = _Pieces(len(jobs), done)
-        for block, piece in jobs:
-            self._queues[block % len(self._queues)].put((self._blocks[block], piece, pieces))
-
-    def _run(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
-        while (job := jobs.get()) is not None:
-            sha256, data, pieces = job
-            try:
-                if self._error is None:
-                    sha256.update(data)
-            except BaseException as err:  # handed to the thread that asks for the result
-                self._error = err
-            finally:
-                pieces.finish_one()
-
-    def close(self) -> None:
-        """Hash what was fed, then stop the threads (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            for jobs in self._queues:
-                jobs.put(None)
-        for thread in self._threads:
-            thread.join()
+        self._fd = os.dup(fd)
+        self.size = os.fstat(self._fd).st_size
+        if block_bytes is None:
+            ranges: list[tuple[int, int | None]] = [(0, None)]
+        else:
+            ranges = [(start, start + block_bytes) for start in range(0, self.size, block_bytes)]
+        self._pool = ThreadPoolExecutor(
+            threads if block_bytes is not None else 1, thread_name_prefix="bufcore-sha256"
+        )
+        self._jobs = [self._pool.submit(hash_range, self._fd, *bounds) for bounds in ranges]
 
     def result(self) -> tuple[list[str], int]:
-        """Hex sha256 of each block (one for the whole stream without blocks) and the size.
-
-        Closes the hasher.
+        """Hex sha256 of each block (one for the whole file without blocks) and the bytes
+        hashed; closes the hasher.
 
         Raises:
-            BaseException: what hashing raised.
+            OSError: reading the file failed.
         """
-        self.close()
-        if self._error is not None:
-            raise self._error
-        return [sha256.hexdigest() for sha256 in self._blocks], self._size
+        try:
+            hashed = [job.result() for job in self._jobs]
+        finally:
+            self.close()
+        return [digest for digest, _ in hashed], sum(size for _, size in hashed)
+
+    def close(self) -> None:
+        """Stop hashing (what is under way finishes) and close the file (idempotent)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def hash_fd(fd: int) -> tuple[str, int]:
     """sha256 and size of the whole file open as ``fd``, read from its start."""
-    # Sized to the file: zeroing an 8 MiB buffer takes ~4 ms, far longer than hashing a JSON file.
-    buffer = memoryview(bytearray(min(_HASH_CHUNK, os.fstat(fd).st_size + 1)))
-    return hash_range(fd, 0, None, buffer)
+    return hash_range(fd, 0, None)
 
 
-def hash_range(fd: int, start: int, stop: int | None, buffer: memoryview) -> tuple[str, int]:
+def hash_range(fd: int, start: int, stop: int | None) -> tuple[str, int]:
     """sha256 of bytes ``[start, stop)`` of the file open as ``fd`` (``stop`` None: to its end),
-    read through ``buffer``, and how many bytes were hashed (fewer when the file ends first)."""
+    and how many bytes were hashed (fewer when the file ends first)."""
+    size = os.fstat(fd).st_size if stop is None else stop
+    # Sized to the range: zeroing 8 MiB takes ~4 ms, far longer than hashing a JSON file.
+    buffer = memoryview(bytearray(max(1, min(_HASH_CHUNK, size - start + 1))))
     hasher = hashlib.sha256()
     position = start
     while stop is None or position < stop:
@@ -200,16 +128,6 @@ def file_digest(path: Path) -> tuple[str, int]:
         return hash_fd(fd)
     finally:
         os.close(fd)
-
-
-def hash_file_range(fd: int, start: int, stop: int, hasher: StreamHasher) -> None:
-    """Feed bytes ``[start, stop)`` of the file to ``hasher`` (HDF5 metadata: a few KiB)."""
-    while start < stop:
-        data = os.pread(fd, min(stop - start, _HASH_CHUNK), start)
-        if not data:
-            raise RuntimeError(f"file descriptor {fd}: ended at byte {start}, expected {stop}")
-        hasher.feed(memoryview(data))
-        start += len(data)
 
 
 def mismatch(
@@ -242,7 +160,7 @@ def seal_file(path: Path, digest: Callable[[], dict[str, Any]] | None = None) ->
     The entry is the file's whole-file ``sha256`` and ``size``: hashing reads the freshly written
     pages from the page cache while the kernel writes them out, so sealing costs about as much as
     the fsync alone. ``digest``, when given, supplies the entry instead (buffer.hdf5's block
-    digests, taken while the file was written); it is awaited during the fsync.
+    digests, hashed by a :class:`BlockHasher` meanwhile); it is awaited during the fsync.
 
     Raises:
         OSError: the fsync failed (the file may not be on disk).

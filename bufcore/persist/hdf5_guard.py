@@ -12,6 +12,10 @@ open object"), ``RuntimeError`` ("Link iteration failed"), ``ValueError`` (a dat
 cannot represent, a name that is not UTF-8), ``TypeError`` (an unknown string encoding),
 ``OSError``. :func:`damage_reported` turns those into the caller's :class:`CorruptFileError`
 naming the file, so damage always reads as damage.
+
+Needed by: ``tests/fault/test_untrusted_files.py`` (no external links, external storage, virtual
+datasets or references) and ``tests/persist/test_hdf5_guard.py`` (damaged metadata is a
+``CorruptFileError`` in every reader).
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
-"""Reading ``buffer.hdf5`` back: its leaves, and their rows copied once into a buffer's storage.
+"""Reading ``buffer.hdf5`` back: its leaves, and their rows copied into a buffer's storage.
 
-The layout is :mod:`bufcore.persist.hdf5`'s. :class:`PayloadReader` takes the chunks a
-:class:`~bufcore.persist.stream.PayloadStream` reads (and hashes) front to back and copies each
-dataset's bytes straight into the rows they belong to. A dataset stored otherwise than as one
-contiguous extent of the native bytes (chunked, compressed, another byte order; BFM-Zero's own
-files may be) is read through h5py instead, block by block. Checkpoints written by BFM-Zero have
-no manifest: their spec is inferred from the datasets.
+The layout is :mod:`bufcore.persist.hdf5`'s. :class:`PayloadReader` reads each leaf through h5py,
+block by block (``read_direct`` into a contiguous block, copied into the storage's strided
+view; HDF5 converts another byte order, and reads chunked or compressed datasets, as BFM-Zero's
+own files may hold). Checkpoints written by BFM-Zero have no manifest: their spec is inferred
+from the datasets.
 
-Without a stream (an opening that does not hash the whole file: a read of some leaves or rows),
-every read goes through a :class:`~bufcore.persist.blocks.BlockReader`, which verifies the
-manifest blocks the read touches first.
+Verification: a full load has a :class:`~bufcore.persist.stream.PayloadStream` hash the whole
+file meanwhile. An opening that does not (a read of some leaves or rows) verifies, through a
+:class:`~bufcore.persist.blocks.BlockReader`, the manifest blocks the read touches first.
 """
 
 from __future__ import annotations
@@ -33,13 +32,11 @@ from bufcore.persist.blocks import (
     read_extents,
 )
 from bufcore.persist.hashing import Digests
-from bufcore.persist.hdf5 import numpy_dtype, payload_stream, storage_dtype
+from bufcore.persist.hdf5 import BLOCK_BYTES, numpy_dtype, storage_dtype
 from bufcore.persist.hdf5_guard import H5_FAILURES, damage_reported, local_members
-from bufcore.persist.stream import PayloadStream, byte_rows, copy_regions
+from bufcore.persist.stream import PayloadStream
 from bufcore.tree import KeyPath, LeafSpec, Spec, format_key_path, split_key_name
 
-# Rows read through h5py (datasets not stored as one native extent) move in blocks of this size.
-_BLOCK_BYTES = 64 << 20
 # An index read spanning at most this many times the rows asked for reads the whole span in one
 # hyperslab (fast) rather than a point selection of each row (h5py is slow on long lists).
 _DENSE_SPAN = 4
@@ -56,10 +53,9 @@ class PayloadReader:
     Args:
         path: The file (for messages).
         fd: The file, open for reading; the reader owns it and closes it in :meth:`close`.
-        stream: The stream already reading (and hashing) the whole file, or None: then reads
-            go through a :class:`~bufcore.persist.blocks.BlockReader` (verified against
-            ``expected``), except a read of every leaf of a file without a manifest, which
-            streams it.
+        stream: The stream hashing the whole file meanwhile, or None: then each read first
+            verifies the blocks it touches against ``expected``
+            (:class:`~bufcore.persist.blocks.BlockReader`).
         expected: What the file must hash to (from the manifest), or None without one.
     """
 
@@ -79,10 +75,6 @@ class PayloadReader:
 
     def _file(self) -> h5py.File:
         if self._h5 is None:
-            if self._stream is not None:
-                # The metadata sits in the first chunk read; h5py then reads it from memory
-                # rather than waiting on the disk with the GIL held, which would stall hashing.
-                self._stream.wait_started()
             handle = os.fdopen(os.dup(self._fd), "rb")
             try:
                 self._h5 = h5py.File(handle, "r")
@@ -241,43 +233,16 @@ class PayloadReader:
     def read_leaves(self, dests: dict[KeyPath, torch.Tensor]) -> None:
         """Copy the rows of every leaf in ``dests`` into it (any device, may be strided views).
 
-        The file is read once, front to back, and each dataset's bytes go from the chunks read
-        straight into its destination (hashed on the way when the stream has a manifest).
-        Without a stream (an opening for some leaves), only the bytes of these leaves are read,
-        once the manifest blocks they (and the HDF5 metadata) lie in are verified. A
-        dataset stored otherwise than as one contiguous run of the native bytes (chunked,
-        compressed, another byte order) is read through HDF5 instead.
+        Without a stream (an opening for some leaves), the manifest blocks these leaves (and
+        the HDF5 metadata) lie in are verified first (the metadata's even when no rows are
+        read: the spec came from it); with one, the whole file is being hashed meanwhile.
 
         Raises:
-            CorruptCheckpointError: reading failed, datasets lie outside the file, or (without
-                a stream) a block they lie in differs from the manifest (names the leaf).
+            CorruptCheckpointError: HDF5 fails reading, or (without a stream) a block the
+                leaves lie in differs from the manifest (names the leaf).
         """
         h5 = self._file()
-        regions: list[tuple[int, int, torch.Tensor]] = []
-        others: list[KeyPath] = []
-        for key, dest in dests.items():
-            dataset = h5[self._names[key]]
-            if dest.numel() == 0 and tuple(dataset.shape) == tuple(dest.shape):
-                continue
-            region = _raw_region(dataset, dest, self._batch_dims)
-            if region is None:
-                others.append(key)
-            else:
-                regions.append(region)
-        regions.sort(key=lambda region: region[0])
-        size = os.fstat(self._fd).st_size
-        for (offset, nbytes, _), (following, _, _) in itertools.pairwise(regions):
-            if offset + nbytes > following:
-                raise CorruptCheckpointError(self.path, "datasets overlap")
-        if regions and regions[-1][0] + regions[-1][1] > size:
-            raise CorruptCheckpointError(
-                self.path, f"datasets reach past the end ({size} bytes)"
-            )
-        stream = self._stream
-        if stream is None and (self._expected is not None or set(dests) != set(self._names)):
-            # Some leaves only, or an opening that does not hash the whole file: read just
-            # their bytes, every block they touch verified first (the metadata's even when no
-            # rows are read: the spec came from it).
+        if self._stream is None:
             named = ", ".join(format_key_path(key) for key in dests)
             what = {0: "HDF5 metadata", 1: f"leaf {named}"}.get(len(dests), f"leaves {named}")
             self.verify_metadata(what)
@@ -285,81 +250,33 @@ class PayloadReader:
                 self._blocks.verify(
                     self._span(h5[self._names[key]], None), f"leaf {format_key_path(key)}"
                 )
-            if regions:
-                span = extents([(offset, offset + nbytes) for offset, nbytes, _ in regions])
-                copy_regions(self._blocks.chunks(span, "the leaves read"), regions, self.path)
-        elif regions:
-            owned = stream is None or not stream.consuming
-            if stream is None or owned:
-                # No manifest, or _read_through detached the stream: it cannot be rewound.
-                stream = payload_stream(self.path, os.dup(self._fd), None)
-            try:
-                copy_regions(stream.chunks(), regions, self.path)
-            except BaseException:
-                if owned:
-                    stream.finish()
-                raise
-            finally:
-                stream.detach()  # the hashing goes on alone
-            if owned and (damage := stream.finish()) is not None:
-                raise damage
-        elif stream is not None:
-            stream.detach()
-        for key in others:
-            self._read_through(key, dests[key])
+        for key, dest in dests.items():
+            self._read_into(key, dest)
 
-    def _read_through(self, path: KeyPath, dest: torch.Tensor) -> None:
-        """Copy the rows of leaf ``path`` into ``dest`` through h5py (any layout, byte order)."""
-        if self._stream is not None:
-            self._stream.detach()  # this reads through HDF5; the stream only hashes from now on
+    def _read_into(self, path: KeyPath, dest: torch.Tensor) -> None:
+        """Copy the rows of leaf ``path`` into ``dest`` through h5py, block by block."""
         name = self._names[path]
-        dataset = self._file()[name]
-        rows = dataset.shape[0]
-        width = max(1, int(np.prod(dataset.shape[1:], dtype=np.int64)) * dataset.dtype.itemsize)
-        step = max(1, min(rows, _BLOCK_BYTES // width))
-        # HDF5 converts the stored byte order to the block's native one while reading.
-        block = np.empty((step, *dataset.shape[1:]), dtype=dataset.dtype.newbyteorder("="))
+        if dest.numel() == 0:
+            return
         stored = storage_dtype(dest.dtype)
         target = dest.view(stored) if stored != dest.dtype else dest
-        try:
+        with damage_reported(self.path, CorruptCheckpointError):
+            dataset = self._file()[name]
+            rows = dataset.shape[0]
+            width = int(np.prod(dataset.shape[1:], dtype=np.int64)) * dataset.dtype.itemsize
+            step = max(1, min(rows, BLOCK_BYTES // max(1, width)))
+            # HDF5 converts the stored byte order to the block's native one while reading.
+            block = np.empty((step, *dataset.shape[1:]), dtype=dataset.dtype.newbyteorder("="))
             for start in range(0, rows, step):
                 stop = min(rows, start + step)
-                dataset.read_direct(
-                    block, source_sel=np.s_[start:stop], dest_sel=np.s_[: stop - start]
-                )
-                target[start:stop].copy_(torch.from_numpy(block[: stop - start]))
-        except OSError as err:
-            raise CorruptCheckpointError(
-                self.path, f"reading {name!r} failed ({err})"
-            ) from err
-
-
-def _raw_region(
-    dataset: h5py.Dataset, dest: torch.Tensor, batch_dims: int
-) -> tuple[int, int, torch.Tensor] | None:
-    """``(file offset, bytes, dest as byte rows)`` to copy ``dataset`` from the raw file.
-
-    None when the dataset must be read through HDF5: a layout other than one contiguous
-    unfiltered extent, a file type other than the native one of ``dest``'s dtype, or a shape or
-    strides of ``dest`` that do not allow the copy.
-    """
-    if tuple(dataset.shape) != tuple(dest.shape):
-        return None
-    plist = dataset.id.get_create_plist()
-    if (
-        plist.get_layout() != h5py.h5d.CONTIGUOUS
-        or plist.get_nfilters() != 0
-        or plist.get_external_count() != 0
-    ):
-        return None
-    if dataset.id.get_type() != h5py.h5t.py_create(numpy_dtype(dest.dtype)):
-        return None
-    offset = dataset.id.get_offset()
-    nbytes = dest.numel() * dest.element_size()
-    if offset is None or dataset.id.get_storage_size() != nbytes:
-        return None
-    rows = byte_rows(dest, batch_dims)
-    return None if rows is None else (int(offset), nbytes, rows)
+                part = block[: stop - start]
+                dataset.read_direct(part, source_sel=np.s_[start:stop], dest_sel=np.s_[:])
+                if target.device.type == "cpu":
+                    # numpy copies on this thread; torch's intra-op threads would compete
+                    # with the hashing threads for the same cores.
+                    np.copyto(target[start:stop].numpy(), part)
+                else:
+                    target[start:stop].copy_(torch.from_numpy(part))
 
 
 def _read_rows(dataset: h5py.Dataset, selection: Rows) -> np.ndarray:

@@ -14,6 +14,10 @@ Only the checkpoint's own regular files are read: names are plain file names (ne
 ``/`` or ``..``), symbolic links inside the directory are not followed, and anything but a
 regular file (a FIFO, a device, a directory) is refused before a byte is read, so a hostile
 checkpoint can neither make a load read another local file nor block it on a FIFO.
+
+Needed by: ``tests/fault/test_load_save_race.py`` (one whole checkpoint under racing saves),
+``tests/fault/test_untrusted_files.py`` and ``tests/persist/test_snapshot.py`` (no paths out,
+links or FIFOs).
 """
 
 from __future__ import annotations

@@ -4,13 +4,12 @@
   checkpoint directory replaces the old one without a moment in which neither exists).
 - :func:`rename_new`: ``renameat2(RENAME_NOREPLACE)``, a rename that fails if anything is at the
   destination, checked by the kernel in the same step (how a save creates without replacing).
-- :func:`start_writeback`: ``sync_file_range(SYNC_FILE_RANGE_WRITE)``, a hint that starts writing
-  a range to disk without waiting, so the final fsync has little left to do.
-- :func:`pwrite_all` and :func:`fsync_path`: loops and descriptor handling around ``os``.
+- :func:`fsync_path`: descriptor handling around ``os.fsync``.
 
-The libc functions are Linux-only; elsewhere :func:`exchange` and :func:`rename_new` report that
-they cannot, and
-:func:`start_writeback` does nothing.
+Needed by: ``tests/fault/test_load_save_race.py`` and ``tests/persist/test_atomic.py`` (the swap
+keeps the path a whole checkpoint at every moment), ``tests/persist/test_create_only.py`` (of
+two create-only savers exactly one wins). ``renameat2`` is Linux-only; elsewhere both report
+that they cannot and :mod:`bufcore.persist.atomic` falls back.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from typing import Any
 _RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-_SYNC_FILE_RANGE_WRITE = 2
 
 
 @functools.cache
@@ -80,27 +78,6 @@ def _renameat2(a: Path, b: Path, flags: int) -> bool:
     if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
     raise OSError(code, os.strerror(code), str(b))
-
-
-def start_writeback(fd: int, offset: int, nbytes: int) -> None:
-    """Start writing ``[offset, offset + nbytes)`` of ``fd`` to disk without waiting (a hint).
-
-    Without it nothing reaches the disk before the fsync (a checkpoint stays far below the
-    kernel's dirty-page thresholds), so the disk would idle while rows are packed and hashed.
-    """
-    function = _function(
-        "sync_file_range", (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    )
-    if function is not None:
-        function(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)  # errors: the fsync will see them
-
-
-def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    """Write all of ``data`` at ``offset`` (``pwrite`` may write less than asked)."""
-    while data:
-        written = os.pwrite(fd, data, offset)
-        data = data[written:]
-        offset += written
 
 
 def fsync_path(path: Path, *, directory: bool = False) -> None:

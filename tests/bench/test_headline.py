@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from bench import headline, headline_report
+from bench.child_spec import ChildSpec
 from bench.cli import headline_config_from, parse_args, parts_from
 from bench.headline import HeadlineConfig, HeadlineResults, rotation
 from bench.isolated import (
@@ -26,7 +27,6 @@ from bench.isolated import (
     MIX,
     SAMPLE,
     SAMPLE_SETTLED,
-    ChildSpec,
     measure,
 )
 from bench.online_child import STEP

@@ -34,7 +34,7 @@ CAPACITY = 16_384
 # Point -> (module, attribute, the call on which the child kills itself).
 KILL_POINTS: dict[str, tuple[Any, str, int]] = {
     # payload half written, nothing published yet
-    "mid-write": (bufcore.persist.hdf5, "_write_dataset", 2),
+    "mid-write": (bufcore.persist.hdf5, "_write_rows", 2),
     # swapped in; the old checkpoint still sits in staging
     "after-publish": (bufcore.persist.atomic, "fsync_path", 2),
 }

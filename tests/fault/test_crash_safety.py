@@ -209,7 +209,7 @@ def fail_on_call(monkeypatch: pytest.MonkeyPatch, where: str, call: int) -> None
 
 
 WRITE_FAULTS = [
-    pytest.param("hdf5._write_dataset", 2, id="second-dataset"),
+    pytest.param("hdf5._write_rows", 2, id="second-dataset"),
     pytest.param("checkpoint_write._write_json", 2, id="state-json"),
     pytest.param("checkpoint_write.seal_file", 4, id="sealing-the-manifest"),
     pytest.param("atomic.fsync_path", 1, id="fsync-of-staging"),

@@ -17,7 +17,6 @@ import bufcore.persist.hashing
 import bufcore.persist.hdf5
 import bufcore.persist.manifest
 from bufcore import CorruptCheckpointError, DictBuffer, ZBuffer, load_buffer
-from bufcore.persist.hashing import StreamHasher
 from tests.support import DEVICES, reseal
 
 BFM_TARGET = "humanoidverse.agents.buffers.transition.DictBuffer"
@@ -388,20 +387,16 @@ def odd_rows(n: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("slot_bytes", "block_bytes", "threads"),
-    [(1000, 512, 2), (4099, 1024, 3), (1 << 16, 4096, 2), (1000, 1 << 16, 1), (4099, 1 << 20, 2)],
+    ("row_block_bytes", "block_bytes"),
+    [(1000, 512), (4099, 1024), (1 << 16, 4096), (1000, 1 << 16), (4099, 1 << 20)],
 )
-def test_rows_cut_at_every_slot_chunk_and_block_edge_round_trip(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slot_bytes: int, block_bytes: int, threads: int
+def test_rows_cut_at_every_row_block_and_hash_block_edge_round_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_block_bytes: int, block_bytes: int
 ) -> None:
-    # Slots and blocks whose sizes share no multiple below the file size: slots straddle block
-    # edges on both the save and the load, and the first read (300 bytes) ends inside a block.
-    monkeypatch.setattr(bufcore.persist.hdf5, "_SLOT_BYTES", slot_bytes)
-    monkeypatch.setattr(bufcore.persist.hdf5, "_FIRST_READ_BYTES", 300)
-    monkeypatch.setattr(bufcore.persist.hdf5, "_SAVE_SLOTS", 2)
-    monkeypatch.setattr(bufcore.persist.hdf5, "_LOAD_SLOTS", 2)
+    # Row blocks and hash blocks whose sizes share no multiple below the file size: row blocks
+    # straddle hash block edges on both the save and the load.
+    monkeypatch.setattr(bufcore.persist.hdf5, "BLOCK_BYTES", row_block_bytes)
     monkeypatch.setattr(bufcore.persist.hdf5, "_HASH_BLOCK_BYTES", block_bytes)
-    monkeypatch.setattr(bufcore.persist.hdf5, "_HASH_THREADS", threads)
     buffer = DictBuffer(capacity=257, seed=3)
     buffer.extend(odd_rows(300))
     buffer.save(tmp_path / "ckpt")
@@ -661,34 +656,6 @@ def test_the_manifest_checksum_covers_the_block_fields(
     with pytest.raises(CorruptCheckpointError, match="its checksum") as caught:
         DictBuffer.load(tmp_path / "ckpt")
     assert caught.value.path.name == "manifest.json"
-
-
-@pytest.mark.parametrize("block_bytes", [None, 1, 7, 64, 1000])
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_the_stream_hasher_gives_each_block_the_sha256_of_its_bytes(
-    block_bytes: int | None, threads: int
-) -> None:
-    data = np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8).tobytes()
-    hasher = StreamHasher(block_bytes, threads)
-    done: list[int] = []
-    start = 0
-    # Pieces of every size from 0 up, so they start and end anywhere inside the blocks.
-    for feed, length in enumerate(range(200)):
-        piece = data[start : start + length]
-        hasher.feed(memoryview(piece), lambda feed=feed: done.append(feed))
-        start += len(piece)
-        if start == len(data):
-            break
-    digests, size = hasher.result()
-    assert size == len(data) and sorted(done) == list(range(len(done)))
-    assert len(done) == feed + 1
-    whole = [hashlib.sha256(data).hexdigest()]
-    assert digests == (whole if block_bytes is None else block_digests(data, block_bytes))
-
-
-def test_an_empty_stream_has_no_blocks_and_one_whole_file_digest() -> None:
-    assert StreamHasher(64, 2).result() == ([], 0)
-    assert StreamHasher().result() == ([hashlib.sha256(b"").hexdigest()], 0)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])

@@ -11,11 +11,11 @@ import pytest
 
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.hashing import (
+    BlockHasher,
     Digests,
-    StreamHasher,
     file_digest,
     hash_fd,
-    hash_file_range,
+    hash_range,
     mismatch,
     seal_file,
 )
@@ -27,55 +27,38 @@ def blocks_of(data: bytes, block: int) -> list[str]:
     return [hashlib.sha256(data[i : i + block]).hexdigest() for i in range(0, len(data), block)]
 
 
-def feed_in_pieces(hasher: StreamHasher, data: bytes, pieces: list[int]) -> None:
-    position = 0
-    for size in [*pieces, len(data)]:
-        hasher.feed(memoryview(data[position : position + size]))
-        position += size
-        if position >= len(data):
-            return
+def hash_file(path: Path, block: int | None, threads: int = 2) -> tuple[list[str], int]:
+    with path.open("rb") as file:
+        return BlockHasher(file.fileno(), block, threads).result()
 
 
-@pytest.mark.parametrize("block", [1, 7, 1024, 4096, 1 << 20])
+@pytest.mark.parametrize("block", [1, 7, 1024, 4096, 10_000, 1 << 20])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_block_digests_equal_hashlib_on_each_block_whatever_the_pieces(
-    block: int, threads: int
+def test_block_digests_equal_hashlib_on_each_block(
+    tmp_path: Path, block: int, threads: int
 ) -> None:
-    hasher = StreamHasher(block, threads)
-    feed_in_pieces(hasher, DATA, [1, 1023, 4097, 0, 2])
-    digests, size = hasher.result()
-    assert (digests, size) == (blocks_of(DATA, block), len(DATA))
+    (tmp_path / "f").write_bytes(DATA)
+    assert hash_file(tmp_path / "f", block, threads) == (blocks_of(DATA, block), len(DATA))
 
 
-def test_without_blocks_the_stream_has_one_whole_digest() -> None:
-    hasher = StreamHasher()
-    feed_in_pieces(hasher, DATA, [3, 5000])
-    assert hasher.result() == ([hashlib.sha256(DATA).hexdigest()], len(DATA))
+def test_without_blocks_the_file_has_one_whole_digest(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(DATA)
+    assert hash_file(tmp_path / "f", None) == ([hashlib.sha256(DATA).hexdigest()], len(DATA))
 
 
-def test_an_empty_stream_has_no_blocks() -> None:
-    assert StreamHasher(64, 2).result() == ([], 0)
+def test_an_empty_file_has_no_blocks_and_one_whole_digest(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"")
+    assert hash_file(tmp_path / "f", 64) == ([], 0)
+    assert hash_file(tmp_path / "f", None) == ([hashlib.sha256(b"").hexdigest()], 0)
 
 
-def test_each_fed_buffer_is_released_exactly_once_after_it_was_hashed() -> None:
-    released: list[int] = []
-    lock = threading.Lock()
-
-    def release(i: int) -> None:
-        with lock:
-            released.append(i)
-
-    hasher = StreamHasher(100, 2)
-    for i in range(20):
-        hasher.feed(memoryview(DATA[i * 250 : (i + 1) * 250]), lambda i=i: release(i))
-    hasher.result()
-    assert sorted(released) == list(range(20))
-
-
-@pytest.mark.parametrize(("block", "threads"), [(0, 1), (8, 0), (-1, 2)])
-def test_a_non_positive_block_size_or_thread_count_is_refused(block: int, threads: int) -> None:
-    with pytest.raises(ValueError, match="must be positive"):
-        StreamHasher(block, threads)
+def test_a_hasher_closed_unread_closes_its_file_and_stops(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(DATA)
+    with (tmp_path / "f").open("rb") as file:
+        hasher = BlockHasher(file.fileno(), 7)
+        hasher.close()
+        hasher.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("bufcore-sha256")]
 
 
 def test_file_digest_and_hash_fd_hash_the_whole_file(tmp_path: Path) -> None:
@@ -84,22 +67,15 @@ def test_file_digest_and_hash_fd_hash_the_whole_file(tmp_path: Path) -> None:
     assert file_digest(path) == (hashlib.sha256(DATA).hexdigest(), len(DATA))
 
 
-def test_hash_file_range_feeds_exactly_that_range(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("start", "stop", "hashed"), [(100, 900, 800), (9_990, 20_000, 10)])
+def test_hash_range_hashes_that_range_and_stops_at_the_end_of_the_file(
+    tmp_path: Path, start: int, stop: int, hashed: int
+) -> None:
     path = tmp_path / "f"
     path.write_bytes(DATA)
-    hasher = StreamHasher()
     with path.open("rb") as file:
-        hash_file_range(file.fileno(), 100, 900, hasher)
-    assert hasher.result() == ([hashlib.sha256(DATA[100:900]).hexdigest()], 800)
-
-
-def test_hash_file_range_past_the_end_raises(tmp_path: Path) -> None:
-    path = tmp_path / "f"
-    path.write_bytes(b"abc")
-    hasher = StreamHasher()
-    with path.open("rb") as file, pytest.raises(RuntimeError, match="ended at byte 3"):
-        hash_file_range(file.fileno(), 0, 10, hasher)
-    hasher.close()
+        got = hash_range(file.fileno(), start, stop)
+    assert got == (hashlib.sha256(DATA[start:stop]).hexdigest(), hashed)
 
 
 def test_seal_file_returns_the_whole_file_entry(tmp_path: Path) -> None:

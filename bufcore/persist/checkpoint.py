@@ -8,13 +8,15 @@ A checkpoint is a directory (DESIGN §3):
 - ``state.json``: bufcore-only state (generator state, priorities, ...), which BFM-Zero ignores.
 - ``manifest.json``: what the others must be (:mod:`bufcore.persist.manifest`).
 
-Buffers never open files. A save goes through :mod:`bufcore.persist.checkpoint_write`. A load
-(:func:`load_checkpoint`) opens the directory, verifies every small file before parsing it,
-starts streaming and hashing ``buffer.hdf5``, and hands the buffer class an
-:class:`OpenedCheckpoint`: the parsed config and state, and a
-:class:`~bufcore.storage.ring.RowSource` that copies the rows straight into the buffer's freshly
-allocated storage. Every checksum is verified before the buffer is returned.
-A load of some leaves (``leaves=``, :meth:`CheckpointRows.only`) does not stream the file:
+Buffers never open files. A save hands :mod:`bufcore.persist.checkpoint_write` the buffer's
+``state_dict()``. A load (:func:`open_checkpoint`) opens the directory, verifies every small file
+before parsing it, starts hashing ``buffer.hdf5`` on background threads
+(:mod:`bufcore.persist.stream`), and yields an :class:`OpenedCheckpoint`: a saved state (target,
+config, state) whose rows (:class:`CheckpointRows`, a
+:class:`~bufcore.storage.ring.RowSource`) are copied straight into the buffer's freshly
+allocated storage when the buffer asks for them. Every checksum is verified before the buffer is
+returned. A load of some leaves (``leaves=``, :meth:`CheckpointRows.only`) does not hash the
+whole file:
 it reads those leaves' bytes alone and verifies the blocks they lie in
 (:mod:`bufcore.persist.blocks`); a single-leaf read (``bufcore.inspect.read_leaf``) is the same
 mechanism with one leaf and some rows (:meth:`CheckpointRows.read_rows`).
@@ -228,14 +230,13 @@ def open_checkpoint(
     so what a load returns comes from one checkpoint even while a save of the same path swaps
     another in; a file that vanished because of such a swap starts the opening over. The small
     JSON files are verified before anything is parsed, and the manifest entry of
-    ``buffer.hdf5`` is checked for consistency (block size, block count); ``buffer.hdf5`` is then
-    read once by a background thread while hashing threads hash its blocks and the caller copies
-    rows out of the same chunks, and a mismatch is raised when the block exits (so a damaged file
-    never yields a buffer, and hashing overlaps the read).
+    ``buffer.hdf5`` is checked for consistency (block size, block count); hashing threads then
+    hash its blocks while the caller reads rows through HDF5, and a mismatch is raised when the
+    block exits (so a damaged file never yields a buffer, and hashing overlaps the read).
 
     Args:
         path: The checkpoint directory.
-        hash_payload: False does not stream buffer.hdf5: only its metadata is read up front,
+        hash_payload: False does not hash all of buffer.hdf5: only its metadata is read up front,
             for summaries (``bufcore inspect``) and reads of some leaves or rows
             (``read_leaf``, loads with ``leaves=``); rows read from such an opening are
             verified block by block (:mod:`bufcore.persist.blocks`): the manifest blocks they

@@ -269,6 +269,22 @@ class TDStatsEMA:
         self._nonfinite = torch.tensor(nonfinite, dtype=torch.int64, device=self._device)
         self._momentum, self._warmup_steps = momentum, warmup
 
+    @classmethod
+    def from_state_dict(
+        cls, state: Mapping[str, Any], *, device: str | torch.device
+    ) -> TDStatsEMA:
+        """A new statistics object on ``device`` holding ``state`` (its momentum and warmup
+        included; a state without them gets the constructor's defaults).
+
+        Raises:
+            StateError: as :meth:`load_state_dict`.
+            TypeError: ``device`` is not a str or ``torch.device``.
+            ValueError: the device is not usable here.
+        """
+        stats = cls(device)
+        stats.load_state_dict(state)
+        return stats
+
 
 def _float32_state(field: Field, *, positive: bool) -> float:
     """A saved statistic: finite (and > 0 with ``positive``) also once stored as float32."""

@@ -535,3 +535,17 @@ def test_any_float64_values_keep_the_statistics_finite(values: list[float]) -> N
         ema.update(torch.tensor(values, dtype=torch.float64), ones(len(values)))
     assert math.isfinite(ema.ema_mean.item()) and math.isfinite(ema.ema_std.item())
     assert ema.ema_std.item() > 0
+
+
+def test_from_state_dict_builds_statistics_equal_to_the_saved_ones() -> None:
+    ema = TDStatsEMA("cpu", momentum=0.3, warmup_steps=2)
+    ema.update(torch.tensor([[1.0, 2.0, 4.0]]), torch.ones(1, 3, dtype=torch.bool))
+    twin = TDStatsEMA.from_state_dict(ema.state_dict(), device="cpu")
+    assert twin.state_dict() == ema.state_dict()
+    assert (twin.momentum, twin.warmup_steps) == (0.3, 2)
+
+
+def test_from_state_dict_refuses_a_malformed_state_naming_the_key() -> None:
+    with pytest.raises(StateError, match="ema_std"):
+        TDStatsEMA.from_state_dict({"ema_mean": 0.0, "ema_std": -1.0, "step_count": 0},
+                                   device="cpu")

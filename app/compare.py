@@ -15,7 +15,8 @@ import numpy as np
 
 from app.curriculum_history import CurriculumHistory, normalised
 from app.curriculum_view import per_motion
-from app.trajectory_stats import MotionLengths, WindowSettings
+from app.trajectory_stats import MotionLengths
+from bufcore.inspect import WindowSettings
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from bufcore.curriculum.history import options_from_state, rounds_from_state
-from bufcore.persist.run_checkpoint import read_run_state
+from bufcore.inspect import options_from_state, read_run_state, rounds_from_state
 
 # Ways to order the motions of the heatmap and the tables (the page's cur_sort choices).
 SORTS = ("motion id", "last EMD", "mean EMD", "priority")

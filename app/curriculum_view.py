@@ -5,7 +5,8 @@ Re-prioritizing maps the last round's EMDs (:mod:`app.curriculum_history`) throu
 priority but its *sampling probability*: with ``"trajectory"`` weighting a trajectory is drawn
 in proportion to its priority if it has at least ``need`` rows (else never); with ``"window"``
 weighting in proportion to priority times its number of window starts.
-:func:`sampling_probability` computes that exactly. Saving writes a *new* expert checkpoint
+:func:`sampling_probability` normalises :func:`bufcore.inspect.window_weights`, the weights the
+sampler itself draws from. Saving writes a *new* expert checkpoint
 through bufcore (load, ``update_priorities``, ``save(replace=False)``) as the next free version;
 the source checkpoint and every other version are never touched, even by sessions saving at the
 same moment.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -22,33 +24,30 @@ import torch
 from app.curriculum_history import normalised
 from app.run_data import REPRIORITIZED_DIR
 from bufcore import emd_to_priorities, load_buffer
+from bufcore.inspect import PRIORITY_MODES, Weighting, window_weights
+
+# The EMD -> priority modes the page offers (all of the curriculum's).
+MODES = list(PRIORITY_MODES)
 
 
 def sampling_probability(
     priorities: np.ndarray, lengths: np.ndarray, *, need: int, weighting: str
 ) -> np.ndarray:
-    """The exact probability that a sampled window comes from each trajectory.
-
-    ``"trajectory"`` weighting: ``p_i * [L_i >= need]``; ``"window"``: ``p_i * max(0, L_i -
-    need + 1)``; both normalised. All zero when nothing can be sampled.
+    """The exact probability that a sampled window comes from each trajectory:
+    :func:`bufcore.inspect.window_weights` (``"trajectory"`` weighting: ``p_i * [L_i >=
+    need]``; ``"window"``: ``p_i * max(0, L_i - need + 1)``), normalised. All zero when
+    nothing can be sampled.
 
     Raises:
         ValueError: lengths and priorities differ in size, or an unknown weighting.
     """
-    p = np.asarray(priorities, dtype=np.float64)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    if p.shape != lengths.shape:
-        raise ValueError(
-            f"priorities: expected one per trajectory ({lengths.shape}), got {p.shape}"
-        )
-    starts = np.maximum(lengths - need + 1, 0)
-    if weighting == "trajectory":
-        weights = (starts > 0).astype(np.float64)
-    elif weighting == "window":
-        weights = starts.astype(np.float64)
-    else:
-        raise ValueError(f"weighting: expected 'trajectory' or 'window', got {weighting!r}")
-    return normalised(p * weights)
+    weights = window_weights(
+        torch.as_tensor(np.asarray(lengths, dtype=np.int64)),
+        need=need,
+        weighting=cast(Weighting, weighting),
+        priorities=torch.as_tensor(np.asarray(priorities, dtype=np.float64)),
+    )
+    return normalised(weights.numpy())
 
 
 def per_motion(

@@ -24,8 +24,7 @@ from app.downsample import Reduced, min_max
 from app.figures import line_trace, styled
 from app.ring import occupancy as buffer_occupancy
 from bufcore import read_metrics
-from bufcore.persist.run_checkpoint import METRICS_FILE
-from bufcore.runs.inspect import BUFFER_CHECKPOINT
+from bufcore.inspect import BUFFER_CHECKPOINT, METRICS_FILE
 
 # Records a tail keeps (the most recent ones): a week-long run's log never fills memory.
 MAX_RECORDS = 20_000

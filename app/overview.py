@@ -11,10 +11,7 @@ import os
 from typing import Any
 
 from app.run_data import BufferEntry, MetricsLog
-from bufcore.persist.manifest import CONFIG
-from bufcore.persist.summary import CheckpointSummary
-from bufcore.runs.inspect import human_bytes
-from bufcore.tree import format_key_path
+from bufcore.inspect import CONFIG_FILE, CheckpointSummary, format_key_path, human_bytes
 
 # Record kinds whose latest values the Overview shows, in this order.
 LATEST_KINDS = ("train", "buffer", "eval", "checkpoint")
@@ -23,7 +20,7 @@ LATEST_KINDS = ("train", "buffer", "eval", "checkpoint")
 def saved_at(entry: BufferEntry) -> str:
     """When the buffer's checkpoint was written (config.json's mtime, local time), or ``"?"``."""
     try:
-        stamp = os.stat(entry.path / CONFIG).st_mtime
+        stamp = os.stat(entry.path / CONFIG_FILE).st_mtime
     except OSError:
         return "?"
     return dt.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")

@@ -3,7 +3,7 @@
 Unlike ``bufcore inspect``, which stops at the first damaged file, the dashboard shows what it
 can: each part is read on its own and a part that cannot be read carries its error message
 (naming the file) instead of a summary, so one corrupt buffer never hides the others. Nothing
-here reads buffer rows: summaries read metadata only (:mod:`bufcore.persist.summary`).
+here reads buffer rows: summaries read metadata only (:mod:`bufcore.inspect`).
 """
 
 from __future__ import annotations
@@ -20,15 +20,21 @@ from bufcore import (
     ZBuffer,
     read_metrics,
 )
-from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, METRICS_FILE, RUN_STATE
-from bufcore.persist.run_summary import (
+from bufcore.inspect import (
+    BUFFER_CHECKPOINT,
+    CHECKPOINT_DIR,
+    METRICS_FILE,
+    RUN_CHECKPOINT,
+    RUN_STATE,
+    CheckpointSummary,
     MetricsSummary,
     RunCheckpointSummary,
+    buffer_dirs,
+    source_kind,
+    summarize_checkpoint,
     summarize_metrics,
     summarize_run_checkpoint,
 )
-from bufcore.persist.summary import CheckpointSummary, summarize_checkpoint
-from bufcore.runs.inspect import BUFFER_CHECKPOINT, RUN_CHECKPOINT, buffer_dirs, source_kind
 
 # Buffer kinds as checkpoint summaries name them (the class names).
 ONLINE = TrajectoryDictBufferMultiDim.__name__
@@ -66,7 +72,7 @@ class SourceData:
 
     Attributes:
         path: The source directory.
-        kind: What it is (see :func:`bufcore.runs.inspect.source_kind`).
+        kind: What it is (see :func:`bufcore.inspect.source_kind`).
         buffers: Its buffers, by name.
         run: ``checkpoint/run.json``'s summary, or None.
         metrics: ``metrics.jsonl``'s summary, or None.

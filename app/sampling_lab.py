@@ -4,9 +4,10 @@ each trajectory or motion was hit against what the sampler promises, and the exp
 Every draw goes through the buffer's own ``sample_index`` with a ``torch.Generator`` seeded by
 :func:`draw_seed` (the buffer's stream is never touched), so the Python snippet from
 :func:`snippet`, run on the checkpoint, reads exactly the rows the lab shows. Expected
-probabilities follow :mod:`bufcore.sampling.windows`: with ``"trajectory"`` weighting each
-trajectory long enough for a window is equally likely (times its priority); with ``"window"``
-each valid window is (so a trajectory weighs its window count, times its priority).
+probabilities are :func:`bufcore.inspect.window_weights`, the weights the sampler draws from: with
+``"trajectory"`` weighting each trajectory long enough for a window is equally likely (times its
+priority); with ``"window"`` each valid window is (so a trajectory weighs its window count,
+times its priority). The rows a window needs come from :func:`bufcore.inspect.window_settings`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 
 from app.curriculum_view import sampling_probability
 from app.run_data import EXPERT, ONLINE, TRANSITIONS, ZVECTORS
-from bufcore.sampling.windows import window_counts
+from bufcore.inspect import window_counts, window_settings
 
 WINDOWED = (ONLINE, EXPERT)
 SAMPLING_KINDS = (ONLINE, EXPERT, TRANSITIONS, ZVECTORS)
@@ -162,7 +163,7 @@ def expected_trajectory_probabilities(buffer: Any, request: LabRequest) -> np.nd
     """
     if request.seq_length is None or request.weighting is None:
         raise ValueError("request: expected a trajectory buffer's request")
-    need = request.seq_length + (1 if buffer.output_key_tp1 else 0)
+    need = window_settings(buffer).need_for(request.seq_length)
     lengths = buffer.trajectories().lengths.numpy()
     priorities = (
         buffer.priorities.double().numpy() if request.kind == EXPERT
@@ -310,7 +311,7 @@ def frequencies(buffer: Any, request: LabRequest, indices: list[Any]) -> Frequen
     starts = torch.cat([index.rows[::seq] for index in indices]).numpy()
     probs = expected_trajectory_probabilities(buffer, request)
     observed = np.bincount(trajectory, minlength=len(probs)).astype(np.float64)
-    need = seq + (1 if buffer.output_key_tp1 else 0)
+    need = window_settings(buffer).need_for(seq)
     counts = window_counts(buffer.trajectories(), need).numpy()
     valid = int(counts[probs > 0].sum())
     hit = len(np.unique(starts))

@@ -7,7 +7,7 @@ links followed) inside one of the *roots*: the given roots plus each given run d
 typed path outside them is refused with :class:`OutsideRootsError`, so a dashboard shared on a
 network never becomes a file browser for the whole machine.
 
-A *source* is a directory :func:`bufcore.runs.inspect.inspect_path` understands: a run
+A *source* is a directory :func:`bufcore.inspect.inspect_path` understands: a run
 directory, a run checkpoint, a single buffer checkpoint or a BFM-Zero work directory.
 :func:`discover` finds them under the roots by looking at entry names only (nothing is read).
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bufcore.runs.inspect import source_kind
+from bufcore.inspect import source_kind
 
 # The environment variables `python -m app` sets for the Streamlit process (os.pathsep-joined).
 RUNS_ENV = "BUFCORE_DASHBOARD_RUNS"
@@ -40,7 +40,7 @@ class Source:
 
     Attributes:
         path: The resolved directory.
-        kind: What :func:`~bufcore.runs.inspect.source_kind` says it is.
+        kind: What :func:`~bufcore.inspect.source_kind` says it is.
         label: A short name for menus: the path relative to its root (the root's own name when
             the source is the root).
     """

@@ -1,9 +1,9 @@
 """Trajectory lengths of the trajectory buffers and how much of them a window length can sample.
 
-A window of ``seq_length`` rows that also reads the row after each one (``next``) needs
-``need = seq_length + 1`` rows of one trajectory (``need = seq_length`` without ``next`` keys;
-see ``WindowOptions.offset`` in :mod:`bufcore.buffers.windowed`). A trajectory of length ``L``
-then holds ``max(0, L - need + 1)`` window starts; one shorter than ``need`` can never be
+A window of ``seq_length`` rows needs ``need`` rows of one trajectory
+(:meth:`bufcore.inspect.WindowSettings.need_for`: one more when windows also read the row
+after each one, ``next``). A trajectory of length ``L`` then holds ``max(0, L - need + 1)``
+window starts (:func:`bufcore.inspect.start_counts`); one shorter than ``need`` can never be
 sampled. Its rows that a window can return as ``t`` rows are the first ``L - offset`` (the last
 one is only ever a ``next`` row).
 
@@ -14,15 +14,12 @@ or small dataclasses, so it is tested without Streamlit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+import torch
 
 from bufcore import find_start_stop_traj
-from bufcore.buffers.windowed import WindowOptions
-from bufcore.fields import Field
-from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint
-from bufcore.tree import KeyPath, as_key, as_key_path
+from bufcore.inspect import WindowSettings, start_counts
 
 # At most this many seq_length values on the samplable-fraction curve.
 CURVE_POINTS = 400
@@ -84,74 +81,9 @@ def from_end_flags(end: np.ndarray, *, cursor: int, full: bool) -> Trajectories:
     return Trajectories(env=env.astype(np.int64), length=lengths.numpy().astype(np.int64))
 
 
-@dataclass(frozen=True)
-class WindowSettings:
-    """How a trajectory buffer checkpoint samples, from its config.json and state.json.
-
-    Attributes:
-        seq_length: The default window length.
-        offset: 1 when windows read ``next`` rows, else 0.
-        weighting: ``"trajectory"`` or ``"window"``.
-        end_path: Key path of the end-flag leaf.
-        motion_path: Key path of the motion-id leaf (expert buffers), else None.
-        priorities: The saved priorities, one per trajectory (expert buffers), else None.
-        motion_ids: The saved motion id per trajectory (expert buffers), else None.
-    """
-
-    seq_length: int
-    offset: int
-    weighting: str
-    end_path: KeyPath
-    motion_path: KeyPath | None
-    priorities: np.ndarray | None
-    motion_ids: np.ndarray | None
-
-
-def window_settings(path: Any) -> WindowSettings:
-    """Read a trajectory buffer checkpoint's window settings (small files only, no rows).
-
-    Raises:
-        FileNotFoundError: ``path`` is not a directory.
-        CorruptCheckpointError: a file is missing or malformed, or the checkpoint is not a
-            trajectory buffer (no ``seq_length``); names the file and field.
-    """
-    return load_checkpoint(path, _settings, hash_payload=False)
-
-
-def _settings(opened: OpenedCheckpoint) -> WindowSettings:
-    config = Field(opened.config, "config", part="config")
-    state = Field(opened.state, "state", part="state")
-    options = WindowOptions(**WindowOptions.saved_kwargs(config, state))
-    motion = opened.config.get("motion_id_key")
-    saved = opened.state.get("priorities")
-    ids = opened.state.get("motion_ids")
-    return WindowSettings(
-        seq_length=options.seq_length,
-        offset=options.offset,
-        weighting=options.weighting,
-        end_path=options.end_path,
-        motion_path=None if motion is None else as_key_path(as_key(motion, "motion_id_key")),
-        priorities=None if saved is None else np.asarray(saved, dtype=np.float64),
-        motion_ids=None if ids is None else np.asarray(ids, dtype=np.int64),
-    )
-
-
-def window_need(seq_length: int, *, offset: int) -> int:
-    """Rows one window reads: ``seq_length + offset`` (offset 1 with ``next`` keys).
-
-    Raises:
-        ValueError: ``seq_length < 1`` or ``offset`` not 0 or 1.
-    """
-    if int(seq_length) < 1:
-        raise ValueError(f"seq_length: expected >= 1, got {seq_length}")
-    if offset not in (0, 1):
-        raise ValueError(f"offset: expected 0 or 1, got {offset}")
-    return int(seq_length) + offset
-
-
 def window_counts(lengths: np.ndarray, need: int) -> np.ndarray:
-    """Valid window starts per trajectory: ``max(0, L - need + 1)``."""
-    return np.maximum(np.asarray(lengths, dtype=np.int64) - need + 1, 0)
+    """Valid window starts per trajectory (:func:`bufcore.inspect.start_counts`), as int64."""
+    return start_counts(torch.as_tensor(np.asarray(lengths, dtype=np.int64)), need).numpy()
 
 
 @dataclass(frozen=True)
@@ -185,13 +117,14 @@ class Samplability:
         return self.samplable_transitions / self.transitions if self.transitions else 0.0
 
 
-def samplability(lengths: np.ndarray, *, seq_length: int, offset: int) -> Samplability:
-    """What windows of ``seq_length`` rows (plus ``offset`` ``next`` row) can reach.
+def samplability(lengths: np.ndarray, settings: WindowSettings, seq_length: int) -> Samplability:
+    """What windows of ``seq_length`` rows of a buffer sampling with ``settings`` can reach.
 
     Raises:
-        ValueError: a bad ``seq_length`` or ``offset`` (see :func:`window_need`).
+        TypeError, ValueError: ``seq_length`` is not an int >= 1.
     """
-    need = window_need(seq_length, offset=offset)
+    need = settings.need_for(seq_length)
+    offset = settings.offset
     lengths = np.asarray(lengths, dtype=np.int64)
     eligible = lengths >= need
     return Samplability(
@@ -220,18 +153,18 @@ class SamplableCurve:
 
 
 def samplable_curve(
-    lengths: np.ndarray, *, offset: int, max_points: int = CURVE_POINTS
+    lengths: np.ndarray, settings: WindowSettings, *, max_points: int = CURVE_POINTS
 ) -> SamplableCurve:
-    """The samplable fractions for every ``seq_length`` from 1 to the longest trajectory.
+    """The samplable fractions for every ``seq_length`` from 1 to the longest trajectory, for
+    a buffer sampling with ``settings``.
 
     With more lengths than ``max_points`` an evenly spread subset is computed (always
     including 1 and the longest). O(n log n) in the trajectories.
 
     Raises:
-        ValueError: ``offset`` not 0 or 1, or ``max_points < 2``.
+        ValueError: ``max_points < 2``.
     """
-    if offset not in (0, 1):
-        raise ValueError(f"offset: expected 0 or 1, got {offset}")
+    offset = settings.offset
     if max_points < 2:
         raise ValueError(f"max_points: expected >= 2, got {max_points}")
     ordered = np.sort(np.asarray(lengths, dtype=np.int64))
@@ -241,7 +174,8 @@ def samplable_curve(
         zeros = np.zeros(len(seq))
         return SamplableCurve(seq, zeros, zeros)
     # Trajectories with L >= need are the tail of the sorted lengths.
-    first = np.searchsorted(ordered, seq + offset, side="left")
+    need = np.array([settings.need_for(int(length)) for length in seq], dtype=np.int64)
+    first = np.searchsorted(ordered, need, side="left")
     tail_rows = np.concatenate([np.cumsum((ordered - offset)[::-1])[::-1], [0]])
     count = len(ordered)
     total = int(ordered.sum())

@@ -38,15 +38,12 @@ from app.sources import DashboardConfig, OutsideRootsError, Source, discover, re
 from app.trajectory_stats import (
     MotionLengths,
     Trajectories,
-    WindowSettings,
     end_matrix,
     expert_from_leaves,
     from_end_flags,
-    window_settings,
 )
 from bufcore import load_buffer
-from bufcore.persist.leaf_read import read_leaf
-from bufcore.persist.run_checkpoint import METRICS_FILE
+from bufcore.inspect import METRICS_FILE, WindowSettings, read_leaf, source_kind, window_settings
 
 # session_state key of the re-prioritized expert priorities (Curriculum page -> Sampling lab).
 REPRIORITIZED = "reprioritized"
@@ -140,8 +137,6 @@ def choose_source() -> Source | None:
 
 
 def _open_typed(typed: str, config: DashboardConfig) -> Source | None:
-    from bufcore.runs.inspect import source_kind
-
     try:
         path = resolve_under_roots(typed, config.roots)
     except (OutsideRootsError, ValueError) as err:

@@ -1,7 +1,7 @@
 """The Z-buffer view's data: a seeded subset of stored z, their age and source, a 2D PCA
 projection (torch only), norms, and cosine similarity to the mean z.
 
-Only the subset's rows are read (:func:`bufcore.persist.leaf_read.read_leaf`), never the
+Only the subset's rows are read (:func:`bufcore.inspect.read_leaf`), never the
 whole buffer. A slot's age is how many vectors were written after it (0: the newest), from the
 ring's cursor. Sources come from ``run.json``'s ``"z_source"`` (``{"labels": [...], "slots":
 [code per slot]}``, written by ``bufcore demo``); a run that did not record it has none.
@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bufcore.persist.leaf_read import read_leaf
-from bufcore.persist.run_checkpoint import RUN_STATE, read_run_state
+from bufcore.inspect import RUN_STATE, read_leaf, read_run_state
 
 Z_KEY = "z"
 SOURCE_KEY = "z_source"
@@ -44,7 +43,7 @@ def read_z(path: str | os.PathLike[str], slots: np.ndarray) -> np.ndarray:
 
     Raises:
         FileNotFoundError, CorruptCheckpointError, KeyPathError, IndexError: as
-            :func:`bufcore.persist.leaf_read.read_leaf` (a checkpoint without a ``z`` leaf
+            :func:`bufcore.inspect.read_leaf` (a checkpoint without a ``z`` leaf
             raises KeyPathError).
     """
     rows = read_leaf(path, Z_KEY, rows=np.asarray(slots, dtype=np.int64))
@@ -97,7 +96,7 @@ def read_sources(checkpoint: str | os.PathLike[str], length: int) -> ZSources | 
 
     Raises:
         FileNotFoundError, CorruptCheckpointError: run.json cannot be read
-            (:func:`~bufcore.persist.run_checkpoint.read_run_state`).
+            (:func:`~bufcore.inspect.read_run_state`).
         ValueError: ``z_source`` is malformed or does not tag ``length`` slots (names
             run.json and the field).
     """

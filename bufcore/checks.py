@@ -183,11 +183,14 @@ def check_dtype(value: Any, argument: str, allowed: Collection[torch.dtype]) -> 
     if not isinstance(value, torch.dtype):
         raise TypeError(f"{argument}: expected a torch.dtype, got {_describe(value)}")
     if value not in allowed:
-        names = sorted(str(dtype).removeprefix("torch.") for dtype in allowed)
-        raise ValueError(
-            f"{argument}: expected one of {names}, got {str(value).removeprefix('torch.')}"
-        )
+        names = sorted(dtype_name(dtype) for dtype in allowed)
+        raise ValueError(f"{argument}: expected one of {names}, got {dtype_name(value)}")
     return value
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"`` (how messages and files name a dtype)."""
+    return str(dtype).removeprefix("torch.")
 
 
 def check_seed(value: Any, argument: str = "seed") -> int | None:

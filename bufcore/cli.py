@@ -22,12 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from bufcore.checks import check_int
-from bufcore.curriculum.priorities import MODES
-from bufcore.errors import KeyPathError
+from bufcore import KeyPathError
+from bufcore.inspect import PRIORITY_MODES, inspect_path, render, to_json
 from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
 from bufcore.runs.demo.progress import Progress
-from bufcore.runs.inspect import inspect_path, render, to_json
 
 # What bufcore raises for bad input (CorruptFileError and StateError are ValueErrors; a
 # MemoryError names the allocation a size asked for): one line, exit status 1. Anything else
@@ -83,9 +81,12 @@ class _Parser(argparse.ArgumentParser):
 def _count(text: str) -> int:
     """An argparse type: an int >= 1, refused as a usage error naming the option otherwise."""
     try:
-        return check_int(int(text), "count", minimum=1)
+        count = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}") from None
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
+    return count
 
 
 def _number(text: str) -> float:
@@ -125,7 +126,7 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
                       help="pace the run to last SECONDS (default 300) so a dashboard can "
                       "watch it grow")
     curriculum = demo.add_argument_group("curriculum (BFM-Zero's prioritization options)")
-    curriculum.add_argument("--mode", choices=MODES, default=defaults.mode,
+    curriculum.add_argument("--mode", choices=PRIORITY_MODES, default=defaults.mode,
                             help=f"EMD -> priority transform (default {defaults.mode})")
     curriculum.add_argument("--min-val", type=_number, default=defaults.min_val,
                             help=f"lower EMD clamp (default {defaults.min_val})")

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+# Defined in checks (which may not import tree) and named here beside dtype_from_name.
+from bufcore.checks import dtype_name as dtype_name
 from bufcore.errors import KeyPathError
 
 KeyPath = tuple[str, ...]
@@ -181,11 +183,6 @@ def describe_spec(spec: Spec) -> str:
         f"{format_key_path(path)} {list(leaf.shape)} {dtype_name(leaf.dtype)}"
         for path, leaf in spec.items()
     )
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float32`` -> ``"float32"``."""
-    return str(dtype).removeprefix("torch.")
 
 
 def dtype_from_name(name: str) -> torch.dtype:

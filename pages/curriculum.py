@@ -19,6 +19,7 @@ from app.curriculum_figures import (
 )
 from app.curriculum_history import SORTS, motion_order
 from app.curriculum_view import (
+    MODES,
     format_options,
     motion_view,
     new_priorities,
@@ -28,8 +29,6 @@ from app.curriculum_view import (
 )
 from app.run_data import EXPERT, READ_ERRORS, REPRIORITIZED_DIR, save_base
 from app.sources import OutsideRootsError, resolve_under_roots
-
-MODES = ["lin", "exp", "bin"]
 
 st.title("Curriculum")
 st.caption(
@@ -122,7 +121,7 @@ except (ValueError, TypeError) as err:
 
 session = ui.session_priorities(expert_entry.path)
 current = settings.priorities if session is None or len(session) != len(new) else session
-need = settings.seq_length + settings.offset
+need = settings.need
 motions = history.motion_ids[order]
 
 view = {"lengths": trajectories.length, "trajectory_motions": trajectories.motion_id,

@@ -75,8 +75,8 @@ if data is not None:
         if item is None:
             continue
         settings, traj = item
-        stats = samplability(traj.length, seq_length=seq_length, offset=settings.offset)
-        curves[label] = samplable_curve(traj.length, offset=settings.offset)
+        stats = samplability(traj.length, settings, seq_length)
+        curves[label] = samplable_curve(traj.length, settings)
         rows.append({
             "buffer": label,
             "window needs (rows)": stats.need,
@@ -99,7 +99,7 @@ if data is not None:
 
     if online is not None:
         settings, traj = online
-        need = seq_length + settings.offset
+        need = settings.need_for(seq_length)
         st.subheader(f"Online buffer `{online_entry.name}`")
         st.caption(
             "Trajectories as the ring holds them now, cut at the oldest row and at the write "
@@ -114,7 +114,7 @@ if data is not None:
             st.plotly_chart(env_length_heatmap(traj, env_count, need=need), width="stretch")
     if expert is not None:
         settings, motions = expert
-        need = seq_length + settings.offset
+        need = settings.need_for(seq_length)
         st.subheader(f"Expert buffer `{expert_entry.name}`")
         st.caption("One trajectory per motion episode, laid end to end.")
         st.plotly_chart(motion_length_bars(motions, need=need), width="stretch")

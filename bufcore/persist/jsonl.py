@@ -8,6 +8,8 @@ The bytes only; what a line means is :mod:`bufcore.runs.runlog`'s business.
   newline before the rest of it, so "complete" (ends with a newline) means "whole".
 - :func:`read_lines` reads the complete lines from a byte offset on. A trailing line without its
   newline is left for the next call. One writer per file is assumed.
+- :func:`count_lines` counts a file's complete lines and returns the last one, reading the file
+  once in blocks (a summary of a log, without holding it).
 
 A new run replaces the file (``fresh=True``): a new, empty file is renamed over the old one, so a
 reader holding an old offset finds the file shorter than that offset, or finds that the byte
@@ -24,7 +26,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bufcore.errors import CorruptFileError
 from bufcore.persist.atomic import publish_file
+from bufcore.persist.snapshot import CheckpointSnapshot
 
 # A line longer than this (newline excluded) is skipped by readers and refused by writers: a
 # reader must not hold a line that never ends.
@@ -232,3 +236,80 @@ def _complete_lines(fd: int, offset: int, max_bytes: int, max_line: int) -> Tail
             if len(pending) > max_line:
                 too_long = True
                 pending.clear()
+
+
+@dataclass(frozen=True)
+class LineCount:
+    """What :func:`count_lines` found.
+
+    Attributes:
+        path: The file.
+        size: Bytes read.
+        lines: Complete lines (a last line without its newline is still being written).
+        last: The last complete line without its newline, or None when there is none.
+    """
+
+    path: Path
+    size: int
+    lines: int
+    last: bytes | None
+
+
+def count_lines(directory: Path, name: str) -> LineCount:
+    """Count the complete lines of the file ``name`` in ``directory`` and read the last one.
+
+    The file is opened through the directory handle as checkpoint files are (no symbolic link
+    followed, a FIFO refused) and read once in blocks; the last line is then read backwards.
+
+    Raises:
+        FileNotFoundError: ``directory`` is not a directory.
+        CorruptFileError: the file is missing, not a regular file, unreadable, or its last
+            complete line is longer than :data:`MAX_LINE_BYTES`.
+    """
+    with CheckpointSnapshot(directory) as snapshot:
+        where = snapshot.path / name
+        fd = snapshot.open(name, error=CorruptFileError)
+    try:
+        size, lines, end = _count(fd, where)
+        return LineCount(where, size, lines, _last_line(fd, where, end) if lines else None)
+    finally:
+        os.close(fd)
+
+
+def _count(fd: int, where: Path) -> tuple[int, int, int]:
+    """``(bytes read, complete lines, offset just past the last newline)``."""
+    offset = lines = end = 0
+    try:
+        while block := os.pread(fd, _BLOCK, offset):
+            count = block.count(b"\n")
+            if count:
+                lines += count
+                end = offset + block.rindex(b"\n") + 1
+            offset += len(block)
+    except OSError as err:
+        raise CorruptFileError(where, f"reading failed ({err.strerror})") from None
+    return offset, lines, end
+
+
+def _last_line(fd: int, where: Path, end: int) -> bytes:
+    """The line ending at byte ``end`` (its newline excluded), read backwards in blocks."""
+    stop = end - 1  # the newline itself
+    start = stop
+    parts: list[bytes] = []
+    try:
+        while start > 0:
+            size = min(_BLOCK, start)
+            block = os.pread(fd, size, start - size)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                parts.append(block[newline + 1 :])
+                break
+            parts.append(block)
+            start -= size
+            if stop - start > MAX_LINE_BYTES:
+                raise CorruptFileError(
+                    where, f"the last record is longer than {MAX_LINE_BYTES} bytes"
+                )
+    except OSError as err:
+        raise CorruptFileError(where, f"reading failed ({err.strerror})") from None
+    return b"".join(reversed(parts))

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bufcore.checks import check_int
+from bufcore.checks import check_bool, check_int
 from bufcore.persist.jsonl import MAX_LINE_BYTES, LineAppender, read_lines
 from bufcore.persist.run_checkpoint import METRICS_FILE
 from bufcore.runs.records import decode_record, encode_record
@@ -63,10 +63,8 @@ class RunLogger:
         directory = _check_path(run_dir, "run_dir")
         if not callable(clock):
             raise TypeError(f"clock: expected a callable returning seconds, got {clock!r:.80}")
-        if not isinstance(fresh, bool):
-            raise TypeError(f"fresh: expected a bool, got {fresh!r:.80}")
         self._clock = clock
-        self._appender = LineAppender(directory / METRICS_FILE, fresh=fresh)
+        self._appender = LineAppender(directory / METRICS_FILE, fresh=check_bool(fresh, "fresh"))
 
     @property
     def path(self) -> Path:

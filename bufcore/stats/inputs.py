@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from bufcore.checks import check_real
+from bufcore.checks import check_real, dtype_name
 from bufcore.tree import to_tensor
 
 # Variance floor of the batch statistics: the population std is at least 1e-4 (the shipped
@@ -37,7 +37,7 @@ def check_floating(value: Any, argument: str) -> torch.Tensor:
     if not tensor.is_floating_point():
         raise TypeError(
             f"{argument}: expected a floating tensor, got dtype "
-            f"{str(tensor.dtype).removeprefix('torch.')}"
+            f"{dtype_name(tensor.dtype)}"
         )
     return tensor
 
@@ -53,7 +53,7 @@ def check_like(value: Any, argument: str, like: torch.Tensor, like_name: str) ->
     if tensor.dtype == torch.bool or tensor.is_complex():
         raise TypeError(
             f"{argument}: expected a real (integer or floating) tensor, got dtype "
-            f"{str(tensor.dtype).removeprefix('torch.')}"
+            f"{dtype_name(tensor.dtype)}"
         )
     _check_same_place(tensor, argument, like, like_name)
     return tensor
@@ -74,7 +74,7 @@ def check_mask(value: Any, argument: str, like: torch.Tensor, like_name: str) ->
     if tensor.is_complex():
         raise TypeError(
             f"{argument}: expected a bool or 0/1 tensor, got dtype "
-            f"{str(tensor.dtype).removeprefix('torch.')}"
+            f"{dtype_name(tensor.dtype)}"
         )
     _check_same_place(tensor, argument, like, like_name)
     if tensor.dtype == torch.bool:
@@ -152,7 +152,7 @@ def check_statistic(
         if value.ndim != 0 or value.dtype == torch.bool or value.is_complex():
             raise TypeError(
                 f"{argument}: expected a number or a 0-d real tensor, got a tensor of shape "
-                f"{tuple(value.shape)} and dtype {str(value.dtype).removeprefix('torch.')}"
+                f"{tuple(value.shape)} and dtype {dtype_name(value.dtype)}"
             )
         if value.device.type == "cpu":
             check_real(value, argument, minimum=minimum)

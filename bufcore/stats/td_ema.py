@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.distributed as dist
 
-from bufcore.checks import check_device, check_int, check_real, check_usable_device
+from bufcore.checks import check_bool, check_device, check_int, check_real, check_usable_device
 from bufcore.fields import Field
 from bufcore.stats.inputs import (
     VARIANCE_FLOOR,
@@ -167,8 +167,7 @@ class TDStatsEMA:
         td = check_floating(td_errors, "td_errors")
         check_device_of(td, "td_errors", self._device)
         mask = check_mask(loss_mask, "loss_mask", td, "td_errors")
-        if not isinstance(distributed, bool):
-            raise TypeError(f"distributed: expected a bool, got {type(distributed).__name__}")
+        check_bool(distributed, "distributed")
         td = td.detach()
         finite = torch.isfinite(td)
         valid = mask & finite

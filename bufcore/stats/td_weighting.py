@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from bufcore.checks import check_real
+from bufcore.checks import check_bool, check_real
 from bufcore.stats.inputs import (
     accumulator_dtype,
     check_device_of,
@@ -207,10 +207,8 @@ class TDWeighting:
         self._beta, self._min_weight, self._max_weight = check_weight_options(
             beta, min_weight, max_weight
         )
-        if not isinstance(distributed, bool):
-            raise TypeError(f"distributed: expected a bool, got {type(distributed).__name__}")
         self._ema = ema
-        self._distributed = distributed
+        self._distributed = check_bool(distributed, "distributed")
 
     @property
     def ema(self) -> TDStatsEMA:

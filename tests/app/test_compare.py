@@ -15,7 +15,8 @@ from app.compare import (
     motion_priorities,
     shared_length_bins,
 )
-from app.trajectory_stats import MotionLengths, WindowSettings
+from app.trajectory_stats import MotionLengths
+from bufcore.inspect import WindowSettings
 from tests.app.conftest import Dashboard
 
 

@@ -24,7 +24,7 @@ from app.live import (
 from app.ring import occupancy as ring_occupancy
 from app.ring_figures import occupancy_figure as fifo_occupancy_figure
 from bufcore import RunLogger
-from bufcore.runs.inspect import BUFFER_CHECKPOINT, RUN_DIRECTORY
+from bufcore.inspect import BUFFER_CHECKPOINT, RUN_DIRECTORY
 
 
 def log(run: Path, steps: range, *, fresh: bool = False, kind: str = "train") -> None:

@@ -25,9 +25,9 @@ from app.sampling_lab import (
     prepared,
     snippet,
 )
-from app.trajectory_stats import expert_from_leaves, window_settings
+from app.trajectory_stats import expert_from_leaves
 from bufcore import DictBuffer, ZBuffer, load_buffer
-from bufcore.persist.leaf_read import read_leaf
+from bufcore.inspect import read_leaf, window_settings
 
 BUFFERS = "checkpoint/buffers"
 
@@ -144,7 +144,7 @@ def test_expected_frequencies_are_the_curriculum_pages_sampling_probabilities(
     ids = np.unique(motions.motion_id)
     assert settings.priorities is not None
     _, page = motion_view(settings.priorities, motions.length, motions.motion_id, ids,
-                          need=seq_length + settings.offset, weighting=weighting)
+                          need=settings.need_for(seq_length), weighting=weighting)
     np.testing.assert_allclose(per_motion(lab, np.asarray(buf.motion_ids), ids), page)
 
 

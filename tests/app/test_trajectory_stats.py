@@ -17,6 +17,11 @@ from app.trajectory_stats import (
     samplable_curve,
 )
 from bufcore import TrajectoryDictBuffer, TrajectoryDictBufferMultiDim
+from bufcore.inspect import WindowSettings
+
+
+def _settings(offset: int, seq_length: int = 1) -> WindowSettings:
+    return WindowSettings(seq_length, offset, "trajectory", ("done",), None, None, None)
 
 
 def _sorted(traj: Trajectories) -> list[tuple[int, int]]:
@@ -59,7 +64,7 @@ def test_samplability_counts_trajectories_windows_and_rows_a_window_can_return(
     seq_length: int, offset: int
 ) -> None:
     lengths = np.array([1, 2, 3, 5, 8])
-    stats = samplability(lengths, seq_length=seq_length, offset=offset)
+    stats = samplability(lengths, _settings(offset), seq_length)
     need = seq_length + offset
     assert stats.need == need
     assert stats.samplable_trajectories == sum(1 for n in lengths if n >= need)
@@ -73,7 +78,7 @@ def test_samplability_counts_trajectories_windows_and_rows_a_window_can_return(
 
 
 def test_samplability_of_no_trajectories_is_zero_not_a_division_error() -> None:
-    stats = samplability(np.array([], dtype=np.int64), seq_length=2, offset=1)
+    stats = samplability(np.array([], dtype=np.int64), _settings(1), 2)
     assert stats.trajectory_fraction == 0.0 and stats.transition_fraction == 0.0
 
 
@@ -83,10 +88,10 @@ def test_the_samplable_curve_agrees_with_samplability_at_every_seq_length(
     offset: int, lengths: list[int]
 ) -> None:
     values = np.array(lengths)
-    curve = samplable_curve(values, offset=offset)
+    curve = samplable_curve(values, _settings(offset))
     for seq, traj, rows in zip(curve.seq_length, curve.trajectory_fraction,
                                curve.transition_fraction, strict=True):
-        stats = samplability(values, seq_length=int(seq), offset=offset)
+        stats = samplability(values, _settings(offset), int(seq))
         assert traj == pytest.approx(stats.trajectory_fraction)
         assert rows == pytest.approx(stats.transition_fraction)
 

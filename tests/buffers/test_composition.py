@@ -55,7 +55,8 @@ class RecentBuffer(Buffer):
 
     @classmethod
     def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
-        return {name: config.key(name).integer(minimum=1) for name in ("capacity", "recent")}
+        sizes = {name: config.key(name).integer(minimum=1) for name in ("capacity", "recent")}
+        return {**sizes, "device": config.key("device").text()}
 
 
 def filled(tmp_path: Path) -> tuple[RecentBuffer, Path]:

@@ -17,8 +17,8 @@ import torch
 
 import bufcore
 from bufcore.errors import CorruptCheckpointError
+from bufcore.inspect import read_leaf
 from bufcore.persist.blocks import BlockReader
-from bufcore.persist.leaf_read import read_leaf
 from tests.support import reseal
 
 BLOCK = 1024  # small blocks, so that a few hundred rows span several

@@ -13,7 +13,7 @@ import pytest
 
 import bufcore
 from bufcore.errors import CorruptCheckpointError, CorruptFileError
-from bufcore.persist.summary import summarize_checkpoint
+from bufcore.inspect import summarize_checkpoint
 
 
 def damage_name(file: Path, name: bytes) -> None:

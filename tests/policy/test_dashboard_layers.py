@@ -1,8 +1,10 @@
 """The dashboard's rules (DESIGN §1, §4), checked by reading imports and calls.
 
-- ``pages/`` imports only ``app``, Streamlit, pandas, plotly, numpy, bufcore's public surface
-  (``from bufcore import X`` with X in ``bufcore.__all__``) and the standard library less the
-  modules that reach the system (os, shutil, subprocess, pickle, io).
+- ``app/`` imports from bufcore only its public surface (``from bufcore import X`` with X in
+  ``bufcore.__all__``, or ``import bufcore``) and the read-only view ``bufcore.inspect``; imports
+  inside functions count too.
+- ``pages/`` imports only ``app``, Streamlit, pandas, plotly, numpy and the standard library
+  less the modules that reach the system (os, shutil, subprocess, pickle, io); no bufcore.
 - Only ``app/ui.py`` and ``app/main.py`` import Streamlit; the rest of ``app/`` is plain
   functions testable without it. ``app/`` never imports ``pages``.
 - Neither opens files: all disk I/O goes through bufcore (its persist layer).
@@ -35,15 +37,22 @@ def dashboard_module(path: Path) -> str:
 
 
 def page_violations(source: str, module: str) -> list[str]:
-    """Imports of a page that are not ``app``, the UI libraries or public bufcore."""
+    """Imports of a page that are not ``app``, the UI libraries or the standard library."""
+    return [
+        f"{module} imports {name}"
+        for name in imported(source, module)
+        if name.split(".")[0] not in PAGE_IMPORTS
+    ]
+
+
+def bufcore_violations(source: str, module: str) -> list[str]:
+    """Imports of an ``app/`` module from bufcore beyond ``bufcore`` and ``bufcore.inspect``."""
     found = []
     for name in imported(source, module):
-        top = name.split(".")[0]
-        if top == "bufcore":
-            if name.count(".") != 1 or name.split(".")[1] not in bufcore.__all__:
-                found.append(f"{module} imports {name}, not bufcore's public surface")
-        elif top not in PAGE_IMPORTS:
-            found.append(f"{module} imports {name}")
+        if name.split(".")[0] != "bufcore" or name in ("bufcore", "bufcore.inspect"):
+            continue
+        if name.count(".") != 1 or name.split(".")[1] not in bufcore.__all__:
+            found.append(f"{module} imports {name}, not bufcore or bufcore.inspect")
     return found
 
 
@@ -59,16 +68,40 @@ def app_violations(source: str, module: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "source",
-    ["from bufcore.persist.summary import summarize_checkpoint", "import os",
-     "from bufcore import _private"],
+    ["from bufcore.inspect import summarize_checkpoint", "import os",
+     "from bufcore import load_buffer", "import bufcore"],
 )
-def test_the_page_check_flags_imports_beyond_app_and_public_bufcore(source: str) -> None:
+def test_the_page_check_flags_imports_beyond_app_and_the_ui_libraries(source: str) -> None:
     assert len(page_violations(source, "pages.x")) == 1
 
 
-def test_the_page_check_accepts_app_streamlit_and_public_bufcore() -> None:
-    source = "import streamlit as st\nfrom app import ui\nfrom bufcore import load_buffer"
+def test_the_page_check_accepts_app_streamlit_and_the_standard_library() -> None:
+    source = "import streamlit as st\nimport math\nfrom app import ui"
     assert page_violations(source, "pages.x") == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from bufcore.runs.summary import summarize_checkpoint",
+        "import bufcore.persist.checkpoint",
+        "def f():\n    from bufcore.tree import format_key_path",
+        "from bufcore import _private",
+        "from bufcore.inspect.x import y",
+    ],
+)
+def test_the_app_bufcore_check_flags_anything_but_bufcore_and_its_inspect_view(
+    source: str,
+) -> None:
+    assert len(bufcore_violations(source, "app.x")) == 1
+
+
+def test_the_app_bufcore_check_accepts_bufcore_and_bufcore_inspect() -> None:
+    source = (
+        "import bufcore\nfrom bufcore import load_buffer\nfrom bufcore.inspect import read_leaf\n"
+        "import bufcore.inspect\ndef f():\n    from bufcore import inspect"
+    )
+    assert bufcore_violations(source, "app.x") == []
 
 
 @pytest.mark.parametrize("source", ["import streamlit", "from pages import x", "open('f')"])
@@ -77,13 +110,18 @@ def test_the_app_check_flags_streamlit_pages_and_files(source: str) -> None:
 
 
 @pytest.mark.parametrize("path", modules(PAGES), ids=module_id)
-def test_pages_import_only_app_and_public_bufcore(path: Path) -> None:
+def test_pages_import_only_app_and_the_ui_libraries(path: Path) -> None:
     assert page_violations(path.read_text(encoding="utf-8"), dashboard_module(path)) == []
 
 
 @pytest.mark.parametrize("path", modules(PAGES), ids=module_id)
 def test_pages_open_no_files(path: Path) -> None:
     assert io_violations(path.read_text(encoding="utf-8"), dashboard_module(path)) == []
+
+
+@pytest.mark.parametrize("path", modules(APP), ids=module_id)
+def test_app_imports_only_bufcore_and_bufcore_inspect(path: Path) -> None:
+    assert bufcore_violations(path.read_text(encoding="utf-8"), dashboard_module(path)) == []
 
 
 @pytest.mark.parametrize("path", modules(APP), ids=module_id)

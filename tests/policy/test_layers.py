@@ -1,8 +1,10 @@
 """The layer rules of DESIGN §1, checked by reading every module's imports and calls.
 
 1. Imports point down the layers only (core -> storage/sampling/curriculum/stats -> persist ->
-   buffers -> distributed/runs -> cli); the packages of one layer never import each other, and
-   the core files import each other only in the order errors, checks, tree, fields, rng.
+   buffers -> distributed/runs -> inspect -> cli); the packages of one layer never import each
+   other, and the core files import each other only in the order errors, checks, tree, fields,
+   rng. The command reads through ``bufcore`` and ``bufcore.inspect`` only (besides the demo
+   run it starts).
 2. Only ``bufcore/persist/`` opens files, imports h5py, starts threads or calls
    ``torch.save``/``torch.load``.
 3. No Streamlit or plotly under ``bufcore/`` (the dashboard's ``pages/`` rule joins this file
@@ -32,8 +34,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("persist",),
     ("buffers",),
     ("distributed", "runs"),
+    ("inspect",),
     ("cli",),
 )
+CLI_IMPORTS = ("bufcore", "bufcore.inspect", "bufcore.runs.demo")
+"""What ``bufcore/cli.py`` may import from bufcore: the public surface, the read-only view and
+the demo run that ``bufcore demo`` starts (``bufcore.runs.demo`` and its modules)."""
 LAYER_OF = {part: layer for layer, parts in enumerate(LAYERS) for part in parts}
 IO_MODULES = ("h5py", "threading", "concurrent", "mmap")
 LOCKS = {"Lock", "RLock"}
@@ -98,9 +104,12 @@ def layer_violations(source: str, module: str) -> list[str]:
         if name.split(".")[0] != "bufcore":
             continue
         there = part_of(name)
+        if here == "cli":
+            if not _public_or_demo(name):
+                found.append(f"{module} imports {name}, not bufcore, bufcore.inspect or the demo")
+            continue
         if there is None or there not in LAYER_OF:
-            if here != "cli":  # the command may use the public surface
-                found.append(f"{module} imports {name}, which is not a layer of DESIGN §1")
+            found.append(f"{module} imports {name}, which is not a layer of DESIGN §1")
             continue
         if there == here:
             continue
@@ -112,6 +121,14 @@ def layer_violations(source: str, module: str) -> list[str]:
                 f"{module} (layer {LAYER_OF[here]}) imports {name} (layer {LAYER_OF[there]})"
             )
     return found
+
+
+def _public_or_demo(name: str) -> bool:
+    """Whether the command may import ``name``: a public name of ``bufcore``,
+    ``bufcore.inspect``, or the demo run's package."""
+    if name in CLI_IMPORTS or name.startswith("bufcore.runs.demo."):
+        return True
+    return name.count(".") == 1 and name.split(".")[1] in bufcore.__all__
 
 
 def io_violations(source: str, module: str) -> list[str]:
@@ -167,6 +184,10 @@ def ui_violations(source: str, module: str) -> list[str]:
         ("bufcore.checks", "from bufcore.tree import KeyPath"),
         ("bufcore.buffers.expert", "from bufcore import DictBuffer"),
         ("bufcore.sampling.windows", "from ..storage import ring"),
+        ("bufcore.runs.summary", "from bufcore.inspect import read_leaf"),
+        ("bufcore.cli", "from bufcore.runs.sources import inspect_path"),
+        ("bufcore.cli", "def f():\n    from bufcore.persist.checkpoint import load_checkpoint"),
+        ("bufcore.cli", "from bufcore import _private"),
     ],
 )
 def test_the_layer_check_flags_an_import_that_points_up_or_sideways(
@@ -182,6 +203,9 @@ def test_the_layer_check_flags_an_import_that_points_up_or_sideways(
         ("bufcore.persist.hdf5", "from bufcore.persist.stream import SlotRing"),
         ("bufcore.fields", "from bufcore.checks import check_int"),
         ("bufcore.cli", "from bufcore.runs.demo import run_demo"),
+        ("bufcore.cli", "from bufcore.runs.demo.progress import Progress"),
+        ("bufcore.cli", "from bufcore.inspect import render\nfrom bufcore import load_buffer"),
+        ("bufcore.inspect", "from bufcore.runs.summary import summarize_checkpoint"),
         ("bufcore.sampling.boundaries", "from .windows import TrajectoryTable"),
     ],
 )

@@ -25,7 +25,7 @@ from bufcore.persist.run_checkpoint import (
 )
 from bufcore.runs.demo.motions import Motion
 from bufcore.runs.demo.options import DemoOptions
-from bufcore.runs.inspect import human_bytes
+from bufcore.runs.sources import human_bytes
 
 # Marks what the demo wrote (its first log record and run.json), so that it replaces only a
 # previous demo run, never a run of yours logged with RunLogger and save_run_checkpoint.

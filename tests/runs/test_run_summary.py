@@ -1,4 +1,4 @@
-"""run.json and metrics.jsonl summaries (bufcore.persist.run_summary)."""
+"""run.json and metrics.jsonl summaries (bufcore.inspect)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from bufcore.curriculum.history import Round, history_to_state
 from bufcore.curriculum.priorities import PriorityOptions
 from bufcore.errors import CorruptCheckpointError, CorruptFileError
-from bufcore.persist.run_summary import summarize_metrics, summarize_run_checkpoint
+from bufcore.inspect import summarize_metrics, summarize_run_checkpoint
 
 TD_EMA = {"ema_mean": 0.5, "ema_std": 0.25, "step_count": 12, "momentum": 0.99,
           "warmup_steps": 10, "nonfinite_count": 1}

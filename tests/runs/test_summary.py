@@ -1,5 +1,5 @@
-"""Lazy checkpoint summaries (bufcore.persist.summary): what they report, that they never read
-rows, and that damage is a CorruptCheckpointError naming the file."""
+"""Lazy checkpoint summaries (bufcore.inspect.summarize_checkpoint): what they report, that
+they never read rows, and that damage is a CorruptCheckpointError naming the file."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import torch
 
 import bufcore
 from bufcore.errors import CorruptCheckpointError
+from bufcore.inspect import summarize_checkpoint
 from bufcore.persist.hdf5_read import PayloadReader
-from bufcore.persist.summary import summarize_checkpoint
 from tests.support import rewrite_file
 
 

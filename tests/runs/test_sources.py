@@ -15,7 +15,7 @@ import pytest
 import bufcore
 from bufcore.curriculum.history import Round, history_to_state
 from bufcore.curriculum.priorities import PriorityOptions
-from bufcore.runs.inspect import human_bytes, inspect_path
+from bufcore.inspect import human_bytes, inspect_path
 
 
 def bufcore_cli(*args: str) -> subprocess.CompletedProcess[str]:

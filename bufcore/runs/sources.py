@@ -1,4 +1,4 @@
-"""``bufcore inspect``: find what a path is, summarize it lazily, and lay the summary out as text.
+"""What a path is (its source kind), every summary of it, and that inspection as text or JSON.
 
 A path may be (checked in this order):
 
@@ -8,10 +8,10 @@ A path may be (checked in this order):
 - a run directory (``metrics.jsonl`` and/or ``checkpoint/``), or a BFM-Zero work directory
   (``checkpoint/buffers/<name>/``, other files ignored).
 
-Everything is read through :mod:`bufcore.persist.summary` and
-:mod:`bufcore.persist.run_summary` (no rows are read); this module only looks at which entries
-exist. :func:`inspect_path` returns an :class:`Inspection`; :func:`render` turns it into lines
-and :func:`to_json` into plain JSON-ready data.
+Everything is read through :mod:`bufcore.runs.summary` (no rows are read); this module only
+looks at which entries exist. :func:`inspect_path` returns an :class:`Inspection` (what
+``bufcore inspect`` shows); :func:`render` turns it into lines and :func:`to_json` into plain
+JSON-ready data.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from typing import Any
 from bufcore.checks import check_bool
 from bufcore.persist.manifest import CONFIG, MANIFEST, PAYLOAD
 from bufcore.persist.run_checkpoint import BUFFERS, CHECKPOINT_DIR, METRICS_FILE, RUN_STATE
-from bufcore.persist.run_summary import (
+from bufcore.runs.summary import (
+    CheckpointSummary,
     MetricsSummary,
     RunCheckpointSummary,
+    summarize_checkpoint,
     summarize_metrics,
     summarize_run_checkpoint,
 )
-from bufcore.persist.summary import CheckpointSummary, summarize_checkpoint
 from bufcore.tree import format_key_path
 
 BUFFER_CHECKPOINT = "buffer checkpoint"

@@ -1,4 +1,4 @@
-"""Reading one stored leaf of a checkpoint (bufcore.persist.leaf_read): its rows as the buffer
+"""Reading one stored leaf of a checkpoint (bufcore.inspect.read_leaf): its rows as the buffer
 holds them, for every buffer kind and BFM-Zero's directories; only that dataset is read; bad
 keys, bad rows and damage are clear errors."""
 
@@ -15,8 +15,8 @@ import torch
 
 import bufcore
 from bufcore.errors import CorruptCheckpointError, KeyPathError
+from bufcore.inspect import read_leaf, summarize_checkpoint
 from bufcore.persist.hdf5_read import PayloadReader
-from bufcore.persist.leaf_read import read_leaf, stored_rows
 from tests.support import rewrite_file
 
 
@@ -77,7 +77,7 @@ def test_an_expert_buffer_leaf_reads_its_episodes_end_to_end(tmp_path: Path) -> 
     np.testing.assert_array_equal(
         read_leaf(tmp_path / "ckpt", "motion_id"), [10, 10, 10, 11, 12, 12, 12, 12]
     )
-    assert stored_rows(tmp_path / "ckpt") == 8
+    assert summarize_checkpoint(tmp_path / "ckpt").length == 8
 
 
 @pytest.mark.parametrize(("capacity", "adds"), [(1, 3), (2, 2), (7, 10)])
@@ -208,7 +208,7 @@ def test_a_group_key_is_not_a_leaf(tmp_path: Path) -> None:
 
 def test_an_empty_buffers_checkpoint_has_no_leaf(tmp_path: Path) -> None:
     dict_checkpoint(tmp_path / "ckpt", 4, 0)
-    assert stored_rows(tmp_path / "ckpt") == 0
+    assert summarize_checkpoint(tmp_path / "ckpt").length == 0
     with pytest.raises(KeyPathError, match="stored: none"):
         read_leaf(tmp_path / "ckpt", "action")
 

@@ -3,9 +3,10 @@
 :func:`read_leaf` opens the checkpoint the way a load does (through
 :func:`bufcore.persist.checkpoint.load_checkpoint`: the small files verified against the
 manifest, buffer.hdf5's datasets checked against it, links and external storage refused; the
-ring position and state checked as :func:`bufcore.persist.summary.summarize_opened` checks them)
-and then reads the rows asked for from that leaf's dataset alone. BFM-Zero's own directories (no
-manifest) are read too. Nothing is unpickled.
+config parsed by the buffer class's own parser and the ring position checked, as
+:func:`bufcore.runs.summary.summarize_opened` does) and then reads the rows asked for from
+that leaf's dataset alone. BFM-Zero's own directories (no manifest) are read too. Nothing is
+unpickled.
 
 The rows read are verified before they are returned: the manifest blocks of buffer.hdf5 that
 their bytes (and the HDF5 metadata that locates them) lie in are hashed and compared with the
@@ -27,7 +28,7 @@ import torch
 from bufcore.checks import check_int
 from bufcore.errors import KeyPathError
 from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint
-from bufcore.persist.summary import summarize_checkpoint, summarize_opened
+from bufcore.runs.summary import summarize_opened
 from bufcore.tree import KeyPath, as_key_path, format_key_path, to_tensor
 
 Rows = slice | np.ndarray[Any, Any]
@@ -51,7 +52,7 @@ def read_leaf(
     Raises:
         TypeError: ``key_path`` is not a str or tuple of str; ``rows`` is not None, a slice or
             integer indices.
-        ValueError: ``rows`` is not 1-D.
+        ValueError: ``rows`` is not 1-D, or config.json names an unknown ``__target__``.
         KeyPathError: (a ``KeyError``) no stored leaf has that key path (the message lists the
             stored ones).
         IndexError: a row index outside ``[0, len)`` (the message names ``rows``, the bound
@@ -66,16 +67,6 @@ def read_leaf(
     return load_checkpoint(
         path, lambda opened: _read(opened, wanted, selection), hash_payload=False
     )
-
-
-def stored_rows(path: str | os.PathLike[str]) -> int:
-    """Time rows the buffer checkpoint at ``path`` holds (the bound of ``read_leaf``'s rows).
-
-    Raises:
-        FileNotFoundError: ``path`` is not a directory.
-        CorruptCheckpointError: as :func:`read_leaf`.
-    """
-    return summarize_checkpoint(path).length
 
 
 def _check_rows(rows: Any) -> Rows | None:

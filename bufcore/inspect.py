@@ -1,0 +1,120 @@
+"""The public read-only view of buffers and runs: what ``bufcore inspect`` and the dashboard use.
+
+Nothing here writes, and nothing loads a whole buffer; every name is a stable public name, so a
+tool that looks inside bufcore's files never reaches into a private module:
+
+- **Source kinds** (:func:`source_kind`): whether a directory is a buffer checkpoint, a run
+  checkpoint, a run directory or a BFM-Zero work directory, judged by its entry names;
+  :func:`buffer_dirs` lists a run checkpoint's buffers; :func:`inspect_path` summarizes all of
+  a path (stopping at the first damaged file), :func:`render` and :func:`to_json` lay that out.
+- **Summaries** (metadata only, never rows): :func:`summarize_checkpoint` for a buffer
+  checkpoint, :func:`summarize_run_checkpoint` for ``run.json``, :func:`summarize_metrics` for
+  ``metrics.jsonl``; :func:`read_run_state` and the curriculum parsers
+  (:func:`options_from_state`, :func:`rounds_from_state`) for what run.json saved.
+- **Single-leaf reads** (:func:`read_leaf`): rows of one stored leaf, verified block by block.
+- **Window settings** (:func:`window_settings`): how a trajectory buffer samples, with
+  :attr:`WindowSettings.need`, the rows one window reads.
+- **Sampler maths**, the formulas the samplers draw from: :func:`window_weights` (with which
+  weight a drawn window comes from each trajectory), :func:`start_counts` and
+  :func:`window_counts` (valid window starts per trajectory).
+- The names of a run directory's files (:data:`METRICS_FILE`, :data:`CHECKPOINT_DIR`,
+  :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`), :func:`format_key_path` and
+  :func:`human_bytes` for display, and :data:`PRIORITY_MODES`.
+
+Each buffer's saved config is parsed by its class's one parser; files are read by
+:mod:`bufcore.persist` alone. The buffer classes and loaders themselves are in :mod:`bufcore`.
+"""
+
+from __future__ import annotations
+
+from bufcore.curriculum.history import options_from_state, rounds_from_state
+from bufcore.curriculum.priorities import MODES as PRIORITY_MODES
+from bufcore.persist.manifest import CONFIG as CONFIG_FILE
+from bufcore.persist.run_checkpoint import BUFFERS as BUFFERS_DIR
+from bufcore.persist.run_checkpoint import (
+    CHECKPOINT_DIR,
+    METRICS_FILE,
+    RUN_STATE,
+    read_run_state,
+)
+from bufcore.runs.leaf_read import read_leaf
+from bufcore.runs.sources import (
+    BFM_ZERO_WORKDIR,
+    BUFFER_CHECKPOINT,
+    RUN_CHECKPOINT,
+    RUN_DIRECTORY,
+    Inspection,
+    buffer_dirs,
+    human_bytes,
+    inspect_path,
+    render,
+    source_kind,
+    to_json,
+)
+from bufcore.runs.summary import (
+    CheckpointSummary,
+    CurriculumSummary,
+    MetricsSummary,
+    PrioritySummary,
+    RunCheckpointSummary,
+    SpecRow,
+    TDEMASummary,
+    WindowSettings,
+    summarize_checkpoint,
+    summarize_metrics,
+    summarize_run_checkpoint,
+    window_settings,
+)
+from bufcore.sampling.windows import (
+    WEIGHTINGS,
+    TrajectoryTable,
+    Weighting,
+    start_counts,
+    window_counts,
+    window_weights,
+)
+from bufcore.tree import KeyPath, format_key_path
+
+__all__ = [
+    "BFM_ZERO_WORKDIR",
+    "BUFFERS_DIR",
+    "BUFFER_CHECKPOINT",
+    "CHECKPOINT_DIR",
+    "CONFIG_FILE",
+    "METRICS_FILE",
+    "PRIORITY_MODES",
+    "RUN_CHECKPOINT",
+    "RUN_DIRECTORY",
+    "RUN_STATE",
+    "WEIGHTINGS",
+    "CheckpointSummary",
+    "CurriculumSummary",
+    "Inspection",
+    "KeyPath",
+    "MetricsSummary",
+    "PrioritySummary",
+    "RunCheckpointSummary",
+    "SpecRow",
+    "TDEMASummary",
+    "TrajectoryTable",
+    "Weighting",
+    "WindowSettings",
+    "buffer_dirs",
+    "format_key_path",
+    "human_bytes",
+    "inspect_path",
+    "options_from_state",
+    "read_leaf",
+    "read_run_state",
+    "render",
+    "rounds_from_state",
+    "source_kind",
+    "start_counts",
+    "summarize_checkpoint",
+    "summarize_metrics",
+    "summarize_run_checkpoint",
+    "to_json",
+    "window_counts",
+    "window_settings",
+    "window_weights",
+]

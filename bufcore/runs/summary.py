@@ -1,0 +1,560 @@
+"""Summaries: what a buffer checkpoint, a run's ``run.json`` and its metrics log hold, read lazily.
+
+Everything here answers "what is in there?" without reading a buffer's rows:
+
+- :func:`summarize_checkpoint`: a buffer checkpoint's kind, ring position, spec and saved
+  priorities. It opens the checkpoint the way a load does
+  (:func:`bufcore.persist.checkpoint.load_checkpoint`: one directory handle, the small files
+  verified against the manifest, HDF5 links and external storage refused) and reads only
+  buffer.hdf5's metadata. Hashing buffer.hdf5 means reading all of it, so that is done only
+  when asked (``verify=True``). BFM-Zero's own directories (no manifest) are read too.
+- :func:`window_settings`: how a trajectory buffer samples windows, with ``need``, the rows one
+  window reads, so nobody re-derives it.
+- :func:`summarize_run_checkpoint` and :func:`summarize_metrics`: a run directory's
+  ``checkpoint/run.json`` and ``metrics.jsonl`` (the log's last record only).
+
+Each buffer's config is parsed by its class's one parser (``saved_options``, ``saved_layout``
+of :func:`bufcore.buffers.base.buffer_class`), the curriculum's by
+:mod:`bufcore.curriculum.history`; files are read by :mod:`bufcore.persist` only.
+``bufcore inspect`` prints these summaries and the dashboard shows them (both through
+:mod:`bufcore.inspect`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bufcore.buffers.base import Buffer, buffer_class
+from bufcore.buffers.windowed import WindowedBuffer, WindowOptions
+from bufcore.checks import check_bool, check_int
+from bufcore.curriculum.history import options_from_state, rounds_from_state
+from bufcore.errors import CorruptCheckpointError, CorruptFileError, StateError
+from bufcore.fields import Field
+from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint, saved_ring_position
+from bufcore.persist.jsonl import count_lines
+from bufcore.persist.manifest import CONFIG
+from bufcore.persist.run_checkpoint import METRICS_FILE, RUN_STATE, read_run_state
+from bufcore.sampling.windows import Weighting
+from bufcore.tree import KeyPath, as_key_path, dtype_name
+
+# How many of the highest priorities a summary lists.
+TOP_PRIORITIES = 5
+
+
+# ------------------------------------------------------------------------ buffer checkpoints
+@dataclass(frozen=True)
+class SpecRow:
+    """One stored leaf.
+
+    Attributes:
+        key_path: The leaf's key path.
+        dtype: Its dtype's name (``"float32"``).
+        shape: Its trailing shape (after the batch axes).
+        row_bytes: Bytes per time row (all envs of a ``[time, env]`` buffer).
+        total_bytes: Bytes of the rows held (``row_bytes * length``).
+    """
+
+    key_path: KeyPath
+    dtype: str
+    shape: tuple[int, ...]
+    row_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class PrioritySummary:
+    """The sampling priorities an expert buffer saved, normalised to sum 1.
+
+    Attributes:
+        count: Trajectories (one priority each).
+        minimum: Smallest normalised priority.
+        maximum: Largest normalised priority.
+        entropy: Entropy of the normalised priorities, in nats (``log(count)`` when uniform).
+        effective_size: ``1 / sum(p**2)``: how many equally likely trajectories the
+            distribution is worth (``count`` when uniform, 1 when one takes everything).
+        top: ``(motion id, normalised priority)`` of the highest ones, highest first.
+    """
+
+    count: int
+    minimum: float
+    maximum: float
+    entropy: float
+    effective_size: float
+    top: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True)
+class CheckpointSummary:
+    """A buffer checkpoint directory, as :func:`summarize_checkpoint` read it.
+
+    Attributes:
+        path: The directory.
+        format: ``"bufcore v<manifest format version>"`` or ``"BFM-Zero"`` (no manifest).
+        target: config.json's ``__target__``.
+        kind: The class that loads it (``"TrajectoryDictBuffer"``, ...).
+        capacity: Time rows the buffer holds when full.
+        length: Time rows held.
+        cursor: Row the next write starts at (``_idx``).
+        full: Whether the ring has wrapped (``_is_full``).
+        device: The device recorded in config.json.
+        separator: The nested key separator of the dataset names.
+        batch_dims: Leading batch axes (1: ``[time]`` rows, 2: ``[time, env]`` rows).
+        env_count: Envs per time row for ``[time, env]`` rows, else None.
+        spec: One row per stored leaf, in dataset order.
+        row_bytes: Bytes per time row, all leaves together.
+        priorities: The saved priorities (expert buffers), or None.
+        verified: Whether buffer.hdf5 was hashed and matched the manifest (only with
+            ``verify=True`` and a manifest).
+        end_key: The end-flag leaf of a trajectory buffer, or None for buffers without one.
+    """
+
+    path: Path
+    format: str
+    target: str
+    kind: str
+    capacity: int
+    length: int
+    cursor: int
+    full: bool
+    device: str
+    separator: str
+    batch_dims: int
+    env_count: int | None
+    spec: tuple[SpecRow, ...]
+    row_bytes: int
+    priorities: PrioritySummary | None
+    verified: bool
+    end_key: KeyPath | None = None
+
+
+def summarize_checkpoint(
+    path: str | os.PathLike[str], *, verify: bool = False
+) -> CheckpointSummary:
+    """Summarize the buffer checkpoint directory at ``path`` without reading its rows.
+
+    Every check a load makes on the small files and on buffer.hdf5's metadata is made (the
+    manifest's checksum, format and fields; the class's parser on config.json and state.json;
+    the ring position against the rows stored; the datasets against the manifest), so a
+    checkpoint that summarizes also opens.
+
+    Args:
+        path: The checkpoint directory (bufcore's or BFM-Zero's).
+        verify: Also hash buffer.hdf5 against the manifest (reads the whole file).
+
+    Raises:
+        FileNotFoundError: ``path`` is not a directory.
+        ValueError: config.json names an unknown ``__target__`` (the message lists the known
+            ones).
+        CorruptCheckpointError: a file is missing, malformed or inconsistent, or (with
+            ``verify``) buffer.hdf5 differs from the manifest; names the file and field.
+        TypeError: ``verify`` is not a bool (checked before anything is read).
+    """
+    verify = check_bool(verify, "verify")
+    return load_checkpoint(
+        path, lambda opened: summarize_opened(opened, verify=verify), hash_payload=verify
+    )
+
+
+def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> CheckpointSummary:
+    """The summary of an open checkpoint, making every check a load makes on its metadata.
+
+    The one place summaries read an :class:`~bufcore.persist.checkpoint.OpenedCheckpoint`
+    (:func:`bufcore.runs.leaf_read.read_leaf` reads rows after it).
+
+    Args:
+        opened: The checkpoint, opened by :func:`~bufcore.persist.checkpoint.load_checkpoint`.
+        verify: Whether it was opened with its payload hashed (only recorded here).
+
+    Raises:
+        ValueError: an unknown ``__target__``.
+        CorruptCheckpointError: the datasets disagree with the manifest or each other.
+        StateError: a field of config.json or state.json is malformed or inconsistent.
+    """
+    cls = buffer_class(opened.target, opened.path / CONFIG)
+    config = Field(opened.config, "config", part="config")
+    state = Field(opened.state, "state", part="state")
+    options = cls.saved_options(config, state)
+    separator, batch_dims = cls.saved_layout(config)
+    source = opened.row_source(separator, batch_dims)
+    # The ring's size, as every class saves it (the expert buffer's equals its rows).
+    capacity = config.key("capacity").integer(minimum=1)
+    cursor, full = saved_ring_position(config, source.count, capacity)
+    envs = source.env_count if source.env_count is not None else 1
+    rows = tuple(
+        SpecRow(
+            key_path=key_path,
+            dtype=dtype_name(leaf.dtype),
+            shape=leaf.shape,
+            row_bytes=leaf.nbytes * envs,
+            total_bytes=leaf.nbytes * envs * source.count,
+        )
+        for key_path, leaf in source.spec.items()
+    )
+    manifest = opened.manifest
+    end_key = options.get("end_key")
+    return CheckpointSummary(
+        path=opened.path,
+        format="BFM-Zero" if manifest is None else f"bufcore v{manifest['format_version']}",
+        target=opened.target,
+        kind=cls.__name__,
+        capacity=capacity,
+        length=source.count,
+        cursor=cursor,
+        full=full,
+        device=str(options["device"]),
+        separator=separator,
+        batch_dims=batch_dims,
+        env_count=source.env_count,
+        spec=rows,
+        row_bytes=sum(row.row_bytes for row in rows),
+        priorities=_priorities(state),
+        verified=verify and manifest is not None,
+        end_key=None if end_key is None else as_key_path(end_key),
+    )
+
+
+def _priorities(state: Field) -> PrioritySummary | None:
+    """The summary of ``state['priorities']`` (with ``state['motion_ids']``), if saved.
+
+    Raises:
+        StateError: a priority is not a finite number >= 0, all are 0, or the motion ids are
+            not one int per priority.
+    """
+    saved = state.optional("priorities", None)
+    if saved.value is None:
+        return None
+    values = [item.real(minimum=0.0) for item in saved.items()]
+    ids_field = state.optional("motion_ids", None)
+    ids = (
+        list(range(len(values)))
+        if ids_field.value is None
+        else [item.integer() for item in ids_field.items()]
+    )
+    if len(ids) != len(values):
+        raise ids_field.error(
+            f"expected {len(values)} motion ids (one per priority), got {len(ids)}"
+        )
+    biggest = max(values, default=0.0)
+    if biggest <= 0:
+        raise saved.error("expected at least one positive priority")
+    # Scaled by the largest first: a sum of huge finite values must not overflow.
+    scaled = [value / biggest for value in values]
+    total = math.fsum(scaled)
+    p = [value / total for value in scaled]
+    ranked = sorted(range(len(p)), key=lambda i: -p[i])[:TOP_PRIORITIES]
+    return PrioritySummary(
+        count=len(p),
+        minimum=min(p),
+        maximum=max(p),
+        entropy=-math.fsum(x * math.log(x) for x in p if x > 0),
+        effective_size=1.0 / math.fsum(x * x for x in p),
+        top=tuple((ids[i], p[i]) for i in ranked),
+    )
+
+
+# --------------------------------------------------------------------------- window settings
+@dataclass(frozen=True)
+class WindowSettings:
+    """How a trajectory buffer samples windows.
+
+    Attributes:
+        seq_length: The default window length.
+        offset: 1 when windows also read the row after each one (``next``), else 0.
+        weighting: ``"trajectory"`` or ``"window"``.
+        end_path: Key path of the end-flag leaf.
+        motion_path: Key path of the motion-id leaf (expert buffers), else None.
+        priorities: The saved priorities, one per trajectory (expert buffers), else None.
+        motion_ids: The saved motion id per trajectory (expert buffers), else None.
+    """
+
+    seq_length: int
+    offset: int
+    weighting: Weighting
+    end_path: KeyPath
+    motion_path: KeyPath | None
+    priorities: np.ndarray | None
+    motion_ids: np.ndarray | None
+
+    @property
+    def need(self) -> int:
+        """Rows one window of the default length reads (``seq_length + offset``)."""
+        return self.need_for(self.seq_length)
+
+    def need_for(self, seq_length: int) -> int:
+        """Rows one window of ``seq_length`` rows reads: ``seq_length + offset``; a trajectory
+        of ``L`` rows then holds ``max(0, L - need + 1)`` window starts.
+
+        Raises:
+            TypeError: ``seq_length`` is not an int.
+            ValueError: ``seq_length < 1``.
+        """
+        return check_int(seq_length, "seq_length", minimum=1) + self.offset
+
+
+def window_settings(source: str | os.PathLike[str] | Buffer) -> WindowSettings:
+    """The window settings of a trajectory buffer: its checkpoint directory (small files only,
+    no rows) or a loaded buffer (``TrajectoryDictBuffer``, ``TrajectoryDictBufferMultiDim``).
+
+    Raises:
+        FileNotFoundError: ``source`` is a path but not a directory.
+        ValueError: a loaded buffer without windows, or an unknown ``__target__``.
+        CorruptCheckpointError: a file is missing or malformed, or the checkpoint is not a
+            trajectory buffer (no ``seq_length``); names the file and field.
+    """
+    if isinstance(source, WindowedBuffer):
+        window = WindowOptions(
+            seq_length=source.seq_length,
+            output_key_t=source.output_key_t,
+            output_key_tp1=source.output_key_tp1,
+            end_key=source.end_key,
+            weighting=source.weighting,
+        )
+        motion_key = getattr(source, "motion_id_key", None)
+        saved = getattr(source, "priorities", None)
+        ids = getattr(source, "motion_ids", None)
+        return _settings(
+            window,
+            motion_key,
+            None if saved is None else saved.double().cpu().numpy(),
+            None if ids is None else np.asarray(ids, dtype=np.int64),
+        )
+    if isinstance(source, Buffer):
+        raise ValueError(f"source: a {type(source).__name__} samples no windows")
+    return load_checkpoint(source, _saved_settings, hash_payload=False)
+
+
+def _saved_settings(opened: OpenedCheckpoint) -> WindowSettings:
+    """Through the class's parser; a malformed field is a StateError, which
+    :func:`~bufcore.persist.checkpoint.load_checkpoint` reports naming the file."""
+    cls = buffer_class(opened.target, opened.path / CONFIG)
+    config = Field(opened.config, "config", part="config")
+    state = Field(opened.state, "state", part="state")
+    options = cls.saved_options(config, state)
+    if "seq_length" not in options:
+        raise config.error(f"holds a {cls.__name__}, which samples no windows (no seq_length)")
+    window = WindowOptions(**{name: options[name] for name in _WINDOW_OPTIONS})
+    priorities = state.optional("priorities", None)
+    ids = state.optional("motion_ids", None)
+    return _settings(
+        window,
+        options.get("motion_id_key"),
+        None if priorities.value is None
+        else np.array([item.real(minimum=0.0) for item in priorities.items()]),
+        None if ids.value is None
+        else np.array([item.integer() for item in ids.items()], dtype=np.int64),
+    )
+
+
+_WINDOW_OPTIONS = ("seq_length", "output_key_t", "output_key_tp1", "end_key", "weighting")
+
+
+def _settings(
+    window: WindowOptions,
+    motion_key: Any,
+    priorities: np.ndarray | None,
+    motion_ids: np.ndarray | None,
+) -> WindowSettings:
+    return WindowSettings(
+        seq_length=window.seq_length,
+        offset=window.offset,
+        weighting=window.weighting,
+        end_path=window.end_path,
+        motion_path=None if motion_key is None else as_key_path(motion_key),
+        priorities=None if priorities is None else priorities.astype(np.float64),
+        motion_ids=motion_ids,
+    )
+
+
+# ---------------------------------------------------------------------------- run directories
+@dataclass(frozen=True)
+class CurriculumSummary:
+    """The EMD curriculum saved in run.json.
+
+    Attributes:
+        mode: How EMDs become priorities (``"lin"``, ``"exp"`` or ``"bin"``).
+        min_val: Lower EMD clamp.
+        max_val: Upper EMD clamp.
+        scale: Multiplier after clamping.
+        rounds: Evaluation rounds recorded.
+        last_step: Training step of the last round, or None without rounds.
+        last_mean_emd: Mean EMD over the motions of the last round, or None.
+    """
+
+    mode: str
+    min_val: float
+    max_val: float
+    scale: float
+    rounds: int
+    last_step: int | None
+    last_mean_emd: float | None
+
+
+@dataclass(frozen=True)
+class TDEMASummary:
+    """The TD-error EMA normaliser's state saved in run.json (field names as saved)."""
+
+    ema_mean: float
+    ema_std: float
+    step_count: int
+    momentum: float
+    warmup_steps: int
+    nonfinite_count: int
+
+
+@dataclass(frozen=True)
+class RunCheckpointSummary:
+    """A run's ``checkpoint/run.json``.
+
+    Attributes:
+        path: The file.
+        step: Training step of the checkpoint.
+        round: Curriculum round of the checkpoint.
+        seed: The run's seed (None when not recorded).
+        options: The run's options as saved (plain JSON).
+        curriculum: The curriculum, or None when not saved.
+        td_ema: The TD-EMA state, or None when not saved.
+    """
+
+    path: Path
+    step: int
+    round: int
+    seed: int | None
+    options: dict[str, Any]
+    curriculum: CurriculumSummary | None
+    td_ema: TDEMASummary | None
+
+
+@dataclass(frozen=True)
+class MetricsSummary:
+    """A run's ``metrics.jsonl``, read cheaply.
+
+    Attributes:
+        path: The file.
+        size: Bytes.
+        records: Complete lines (a line still being appended is not counted).
+        last: The last complete record, or None when there is none.
+    """
+
+    path: Path
+    size: int
+    records: int
+    last: dict[str, Any] | None
+
+
+def summarize_run_checkpoint(checkpoint: str | os.PathLike[str]) -> RunCheckpointSummary:
+    """Summarize ``run.json`` in the run checkpoint directory ``checkpoint``.
+
+    Its format and version are checked, and the fields it reports (the curriculum through
+    :mod:`bufcore.curriculum.history`'s own parsers).
+
+    Raises:
+        FileNotFoundError: ``checkpoint`` is not a directory.
+        CorruptCheckpointError: run.json is missing, not a regular file, not JSON, of another
+            format or version, or a field it reports is malformed (names the file and field).
+    """
+    data = read_run_state(checkpoint)
+    where = Path(checkpoint).absolute() / RUN_STATE
+    try:
+        return _run_summary(where, Field(data, "run", part="state"))
+    except StateError as err:
+        raise CorruptCheckpointError(where, str(err)) from err
+
+
+def _run_summary(where: Path, run: Field) -> RunCheckpointSummary:
+    options = run.optional("options", {})
+    options.mapping()
+    curriculum = run.optional("curriculum", None)
+    td_ema = run.optional("td_ema", None)
+    return RunCheckpointSummary(
+        path=where,
+        step=run.key("step").integer(minimum=0),
+        round=run.key("round").integer(minimum=0),
+        seed=run.optional("seed", None).validate(_seed),
+        options=dict(options.value),
+        curriculum=None if curriculum.value is None else _curriculum(curriculum),
+        td_ema=None if td_ema.value is None else _td_ema(td_ema),
+    )
+
+
+def _seed(value: Any, where: str) -> int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise TypeError(f"{where}: expected an int or null, got {value!r:.80}")
+
+
+def _curriculum(curriculum: Field) -> CurriculumSummary:
+    """The curriculum state at ``curriculum``, parsed by the curriculum's own readers."""
+    state = curriculum.mapping()
+    try:
+        options = options_from_state(state)
+        rounds = rounds_from_state(state, _first_round_motions(state))
+    except StateError as err:
+        # Those readers name the key path from the state's root: say where that root sits.
+        raise curriculum.error(str(err)) from err
+    last = rounds[-1] if rounds else None
+    return CurriculumSummary(
+        mode=options.mode,
+        min_val=options.min_val,
+        max_val=options.max_val,
+        scale=options.scale,
+        rounds=len(rounds),
+        last_step=None if last is None else last.step,
+        last_mean_emd=None if last is None else math.fsum(last.emd.values()) / len(last.emd),
+    )
+
+
+def _first_round_motions(state: Any) -> set[int]:
+    """The motion ids of the first round: every round must cover the same ones.
+
+    Malformed ids are left to :func:`rounds_from_state`, which reports them with their path.
+    """
+    rounds = state.get("rounds")
+    first = rounds[0] if isinstance(rounds, list) and rounds else None
+    ids = first.get("motion_ids") if isinstance(first, dict) else None
+    if isinstance(ids, list) and all(type(i) is int for i in ids):
+        return set(ids)
+    return set()
+
+
+def _td_ema(td_ema: Field) -> TDEMASummary:
+    return TDEMASummary(
+        ema_mean=td_ema.key("ema_mean").real(),
+        ema_std=td_ema.key("ema_std").real(minimum=0.0),
+        step_count=td_ema.key("step_count").integer(minimum=0),
+        momentum=td_ema.key("momentum").real(minimum=0.0),
+        warmup_steps=td_ema.key("warmup_steps").integer(minimum=0),
+        nonfinite_count=td_ema.key("nonfinite_count").integer(minimum=0),
+    )
+
+
+def summarize_metrics(run: str | os.PathLike[str]) -> MetricsSummary:
+    """Count the records of ``metrics.jsonl`` in the run directory ``run`` and read the last.
+
+    The file is read once in blocks to count its lines; only the last complete line is parsed.
+    A last line without its newline is a record still being written, and is not counted.
+
+    Raises:
+        FileNotFoundError: ``run`` is not a directory.
+        CorruptFileError: metrics.jsonl is missing, not a regular file, unreadable, or its last
+            complete line is not a JSON object.
+    """
+    count = count_lines(Path(run), METRICS_FILE)
+    if count.last is None:
+        return MetricsSummary(count.path, count.size, count.lines, None)
+    try:
+        record = json.loads(count.last.decode("utf-8"))
+    except (ValueError, RecursionError) as err:
+        raise CorruptFileError(count.path, f"line {count.lines}: not valid JSON ({err})") from None
+    if not isinstance(record, dict):
+        raise CorruptFileError(
+            count.path,
+            f"line {count.lines}: expected a JSON object, got {type(record).__name__}",
+        )
+    return MetricsSummary(count.path, count.size, count.lines, record)

@@ -233,8 +233,10 @@ def _check_fields(where: Path, manifest: dict[str, Any]) -> None:
     if "env_count" not in manifest:
         raise bad("env_count", "present (null for [time] rows)")
     if manifest["batch_dims"] == 2:
-        if not _is_int(env_count) or env_count < 0:
-            raise bad("env_count", "an int >= 0 for [time, env] rows")
+        # A [time, env] buffer never written has no leaves, so no env count yet (DESIGN §2.6).
+        never_written = env_count is None and manifest.get("spec") == []
+        if not never_written and (not _is_int(env_count) or env_count < 0):
+            raise bad("env_count", "an int >= 0 for [time, env] rows (null without leaves)")
     elif env_count is not None:
         raise bad("env_count", "null for [time] rows")
     if not _is_int(manifest.get("rows")) or manifest["rows"] < 0:

@@ -190,3 +190,15 @@ def test_clear_keeps_the_spec_so_a_batch_of_other_keys_is_refused() -> None:
 
 def test_the_expert_buffer_has_no_clear_since_it_is_read_only() -> None:
     assert not hasattr(expert(2), "clear")
+
+
+@pytest.mark.parametrize("n_dim", [1, 2])
+def test_an_online_buffer_never_written_saves_and_loads_back_empty(
+    n_dim: int, tmp_path: Path
+) -> None:
+    TrajectoryDictBufferMultiDim(capacity=4, n_dim=n_dim, seed=0).save(tmp_path / "empty")
+    loaded = load_buffer(tmp_path / "empty")
+    assert (type(loaded), len(loaded), loaded.n_dim) == (TrajectoryDictBufferMultiDim, 0, n_dim)
+    loaded.extend({"observation": torch.zeros(1, *(3,) * (n_dim - 1), 2),
+                   "done": torch.ones(1, *(3,) * (n_dim - 1), dtype=torch.bool)})
+    assert len(loaded) == 1

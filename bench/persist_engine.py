@@ -243,17 +243,17 @@ def simple_load(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:
 
 def engine_save(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:
     """The checkpoint of ``views`` written by bufcore's save path."""
-    from bufcore.persist.checkpoint_write import BufferCheckpoint, save_checkpoint
+    from bufcore.persist.checkpoint_write import save_checkpoint
 
-    checkpoint = BufferCheckpoint(
-        target=TARGET,
-        config={},
-        separator=SEPARATOR,
-        batch_dims=1,
-        spec=spec_of(),
-        arrays=views,
-    )
-    save_checkpoint(path, checkpoint)
+    state = {
+        "target": TARGET,
+        "config": {},
+        "state": {},
+        "nested_key_separator": SEPARATOR,
+        "batch_dims": 1,
+        "rows": {key: views[key] for key in spec_of()},
+    }
+    save_checkpoint(path, state)
 
 
 def engine_load(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:

@@ -243,17 +243,18 @@ def simple_load(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:
 
 def engine_save(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:
     """The checkpoint of ``views`` written by bufcore's save path."""
-    from bufcore.persist.checkpoint import BufferCheckpoint, save_checkpoint
+    from bufcore.persist.checkpoint import save_checkpoint
 
-    checkpoint = BufferCheckpoint(
-        target=TARGET,
-        config={},
-        separator=SEPARATOR,
-        batch_dims=1,
-        spec=spec_of(),
-        arrays=views,
-    )
-    save_checkpoint(path, checkpoint)
+    # What a buffer's state_dict() hands save_checkpoint (the spec is read off the rows).
+    state = {
+        "target": TARGET,
+        "config": {},
+        "state": {},
+        "nested_key_separator": SEPARATOR,
+        "batch_dims": 1,
+        "rows": views,
+    }
+    save_checkpoint(path, state)
 
 
 def engine_load(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:

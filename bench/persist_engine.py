@@ -13,7 +13,7 @@ files:
 - ``simple`` load: h5py ``read_direct`` of each leaf, block by block, into a contiguous bounce
   array copied into the preallocated storage views, while two threads hash the file's manifest
   blocks (``pread`` + sha256) at the same time; the digests compared at the end.
-- ``engine`` save / load: bufcore's :func:`~bufcore.persist.checkpoint_write.save_checkpoint`
+- ``engine`` save / load: bufcore's :func:`~bufcore.persist.checkpoint.save_checkpoint`
   and :func:`~bufcore.persist.checkpoint.load_checkpoint` copying into the same views.
 - ``raw`` write / read: the disk's ceilings (:mod:`bench.disk`): one file of the checkpoint's
   size written from memory and fsynced; buffer.hdf5 read cold into a touched array.
@@ -147,7 +147,7 @@ def _seal(path: Path, block: int | None) -> dict[str, Any]:
 def simple_save(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:
     """The checkpoint of ``views`` written with h5py ``write_direct`` (module docstring)."""
     from bufcore.persist.atomic import publish_directory
-    from bufcore.persist.manifest import (
+    from bufcore.persist.checkpoint.format import (
         CONFIG,
         MANIFEST,
         PAYLOAD,
@@ -198,15 +198,15 @@ def simple_load(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:
         CorruptCheckpointError: a file differs from the manifest.
     """
     from bufcore.errors import CorruptCheckpointError
-    from bufcore.persist.manifest import (
+    from bufcore.persist.checkpoint.format import (
         MANIFEST,
         PAYLOAD,
         check_manifest,
         manifest_spec,
         parse_json,
         payload_digests,
-        verify_bytes,
     )
+    from bufcore.persist.checkpoint.verify import verify_bytes
     from bufcore.persist.snapshot import CheckpointSnapshot
 
     with CheckpointSnapshot(path) as snapshot:
@@ -243,8 +243,9 @@ def simple_load(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:
 
 def engine_save(path: Path, views: dict[tuple[str, ...], torch.Tensor]) -> None:
     """The checkpoint of ``views`` written by bufcore's save path."""
-    from bufcore.persist.checkpoint_write import save_checkpoint
+    from bufcore.persist.checkpoint import save_checkpoint
 
+    # What a buffer's state_dict() hands save_checkpoint (the spec is read off the rows).
     state = {
         "target": TARGET,
         "config": {},

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from bufcore.curriculum.history import options_from_state, rounds_from_state
 from bufcore.curriculum.priorities import MODES as PRIORITY_MODES
-from bufcore.persist.manifest import CONFIG as CONFIG_FILE
+from bufcore.persist.checkpoint import CONFIG as CONFIG_FILE
 from bufcore.persist.run_checkpoint import BUFFERS as BUFFERS_DIR
 from bufcore.persist.run_checkpoint import (
     CHECKPOINT_DIR,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from bufcore.persist.manifest import manifest_checksum
+from bufcore.persist.checkpoint.format import manifest_checksum
 from bufcore.runs.demo import DemoOptions
 from bufcore.sampling.windows import TrajectoryTable, window_counts
 

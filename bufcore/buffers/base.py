@@ -45,8 +45,7 @@ from bufcore.checks import (
 )
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
-from bufcore.persist.checkpoint import open_checkpoint, saved_ring_position
-from bufcore.persist.checkpoint_write import save_checkpoint
+from bufcore.persist.checkpoint import open_checkpoint, save_checkpoint, saved_ring_position
 from bufcore.rng import generator_state, restore_generator, undone_on_error
 from bufcore.sampling.samplers import RingPosition
 from bufcore.storage.batches import RowSource, TensorRows

@@ -34,8 +34,13 @@ import torch
 from bufcore.checks import check_int
 from bufcore.errors import CorruptFileError, KeyPathError
 from bufcore.persist.atomic import publish_file
-from bufcore.persist.hdf5 import check_hdf5_name
-from bufcore.persist.hdf5_guard import H5_FAILURES, Member, damage_reported, local_members
+from bufcore.persist.hdf5_guard import (
+    H5_FAILURES,
+    Member,
+    check_hdf5_name,
+    damage_reported,
+    local_members,
+)
 from bufcore.tree import KeyPath, flatten, format_key_path, to_tensor, unflatten
 
 NUM_EPISODES = "num_episodes"

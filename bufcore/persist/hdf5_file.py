@@ -3,10 +3,11 @@
 BFM-Zero's ``load_hdf5`` reads one ``buffer.hdf5`` without its directory (no config.json, no
 manifest): one top-level dataset per leaf, named by its key path joined with the nested key
 separator, rows on the leading axes. :func:`read_row_datasets` reads such a file into a nested
-dict of CPU tensors with the checkpoint reader (:class:`~bufcore.persist.hdf5_read.PayloadReader`,
-as for a BFM-Zero directory), so it refuses what a checkpoint load refuses: groups, links and
-external storage (:mod:`bufcore.persist.hdf5_guard`), non-numeric dtypes, datasets whose
-leading axes differ, and a leaf that is also the prefix of another. Nothing is unpickled.
+dict of CPU tensors with the checkpoint reader
+(:class:`~bufcore.persist.checkpoint.read_payload.PayloadReader`, as for a BFM-Zero
+directory), so it refuses what a checkpoint load refuses: groups, links and external storage
+(:mod:`bufcore.persist.hdf5_guard`), non-numeric dtypes, datasets whose leading axes differ, and
+a leaf that is also the prefix of another. Nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 import torch
 
 from bufcore.errors import CorruptFileError
-from bufcore.persist.hdf5 import storage_dtype
-from bufcore.persist.hdf5_read import PayloadReader
+from bufcore.persist.checkpoint.format import storage_dtype
+from bufcore.persist.checkpoint.read_payload import PayloadReader
 from bufcore.tree import Spec, unflatten
 
 

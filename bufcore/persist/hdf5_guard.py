@@ -1,4 +1,4 @@
-"""What bufcore agrees to read from an HDF5 file: objects stored in that file, nothing else.
+"""What bufcore reads from an HDF5 file (objects stored in it, nothing else) and what it names.
 
 HDF5 can make one file read others: an *external link* names an object in another file, a
 dataset with *external storage* keeps its bytes in other (any) files, a *virtual dataset* maps
@@ -12,6 +12,10 @@ open object"), ``RuntimeError`` ("Link iteration failed"), ``ValueError`` (a dat
 cannot represent, a name that is not UTF-8), ``TypeError`` (an unknown string encoding),
 ``OSError``. :func:`damage_reported` turns those into the caller's :class:`CorruptFileError`
 naming the file, so damage always reads as damage.
+
+Every file bufcore writes (a checkpoint's ``buffer.hdf5``, an episode file) names its datasets
+and groups after the user's keys; :func:`check_hdf5_name` refuses a key HDF5 would read as
+something else, before any file is touched.
 
 Needed by: ``tests/fault/test_untrusted_files.py`` (no external links, external storage, virtual
 datasets or references) and ``tests/persist/test_hdf5_guard.py`` (damaged metadata is a
@@ -105,3 +109,16 @@ def check_local_dataset(
         raise error(path, f"dataset {dataset.name} keeps its data in external files; refused")
     if h5py.check_ref_dtype(dataset.dtype) is not None:
         raise error(path, f"dataset {dataset.name} holds object references, not numbers")
+
+
+def check_hdf5_name(name: str, where: str) -> None:
+    """Refuse a name HDF5 cannot give a dataset or group: empty, ``.``, or containing ``/``
+    (HDF5 reads it as a path of groups).
+
+    Raises:
+        ValueError: such a name; the message starts with ``where``.
+    """
+    if name in ("", ".") or "/" in name:
+        raise ValueError(
+            f"{where} {name!r} cannot name an HDF5 dataset or group (empty, '.', or containing '/')"
+        )

@@ -25,7 +25,7 @@ from typing import Any
 
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.atomic import publish_directory
-from bufcore.persist.manifest import parse_json, replaceable_checkpoint
+from bufcore.persist.checkpoint.format import parse_json, replaceable_checkpoint
 from bufcore.persist.snapshot import CheckpointSnapshot
 from bufcore.persist.syscalls import fsync_path
 

@@ -10,8 +10,8 @@ unpickled.
 
 The rows read are verified before they are returned: the manifest blocks of buffer.hdf5 that
 their bytes (and the HDF5 metadata that locates them) lie in are hashed and compared with the
-manifest (:mod:`bufcore.persist.blocks`), so reading the end flags of a million-row buffer
-hashes a block or two, not the file. Damage in a block holding the rows or the metadata is a
+manifest (:mod:`bufcore.persist.checkpoint.verify`), so reading the end flags of a million-row
+buffer hashes a block or two, not the file. Damage in a block holding the rows or the metadata is a
 :class:`~bufcore.errors.CorruptCheckpointError` naming buffer.hdf5 and the leaf; damage in blocks
 the read does not touch is not looked for (a load, or ``bufcore inspect --verify``, hashes all).
 BFM-Zero's directories have no manifest: their rows are read as they are.

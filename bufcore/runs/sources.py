@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bufcore.checks import check_bool
-from bufcore.persist.manifest import CONFIG, MANIFEST, PAYLOAD
+from bufcore.persist.checkpoint import CONFIG, MANIFEST, PAYLOAD
 from bufcore.persist.run_checkpoint import BUFFERS, CHECKPOINT_DIR, METRICS_FILE, RUN_STATE
 from bufcore.runs.summary import (
     CheckpointSummary,

@@ -37,9 +37,13 @@ from bufcore.checks import check_bool, check_int
 from bufcore.curriculum.history import options_from_state, rounds_from_state
 from bufcore.errors import CorruptCheckpointError, CorruptFileError, StateError
 from bufcore.fields import Field
-from bufcore.persist.checkpoint import OpenedCheckpoint, load_checkpoint, saved_ring_position
+from bufcore.persist.checkpoint import (
+    CONFIG,
+    OpenedCheckpoint,
+    load_checkpoint,
+    saved_ring_position,
+)
 from bufcore.persist.jsonl import count_lines
-from bufcore.persist.manifest import CONFIG
 from bufcore.persist.run_checkpoint import METRICS_FILE, RUN_STATE, read_run_state
 from bufcore.sampling.windows import Weighting
 from bufcore.tree import KeyPath, as_key_path, dtype_name

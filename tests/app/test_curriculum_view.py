@@ -25,7 +25,7 @@ from app.curriculum_view import (
 )
 from app.run_data import read_log
 from bufcore import load_buffer
-from bufcore.persist import checkpoint_write
+from bufcore.persist.checkpoint import write as checkpoint_write
 
 
 def test_history_from_the_log_matches_the_history_saved_in_run_json(demo_run: Path) -> None:

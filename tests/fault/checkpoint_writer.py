@@ -27,14 +27,14 @@ from typing import Any
 import numpy as np
 
 import bufcore.persist.atomic
-import bufcore.persist.hdf5
+import bufcore.persist.checkpoint.write
 from bufcore import DictBuffer
 
 CAPACITY = 16_384
 # Point -> (module, attribute, the call on which the child kills itself).
 KILL_POINTS: dict[str, tuple[Any, str, int]] = {
     # payload half written, nothing published yet
-    "mid-write": (bufcore.persist.hdf5, "_write_rows", 2),
+    "mid-write": (bufcore.persist.checkpoint.write, "_write_rows", 2),
     # swapped in; the old checkpoint still sits in staging
     "after-publish": (bufcore.persist.atomic, "fsync_path", 2),
 }

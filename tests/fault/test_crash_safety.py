@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,7 @@ import pytest
 import torch
 
 import bufcore.persist.atomic
-import bufcore.persist.checkpoint_write
-import bufcore.persist.hdf5
+import bufcore.persist.checkpoint.write
 from bufcore import DictBuffer
 from tests.fault.checkpoint_writer import CAPACITY, KILL_POINTS, generation, rows_of
 
@@ -191,10 +191,10 @@ class InjectedFault(Exception):
 
 
 def fail_on_call(monkeypatch: pytest.MonkeyPatch, where: str, call: int) -> None:
-    """Make ``bufcore.persist.<where>`` (``module.name``) raise :class:`InjectedFault` on its
-    ``call``-th call."""
-    module_name, name = where.split(".")
-    module = getattr(bufcore.persist, module_name)
+    """Make ``bufcore.persist.<where>`` (``module.name``, the module possibly dotted) raise
+    :class:`InjectedFault` on its ``call``-th call."""
+    module_name, name = where.rsplit(".", 1)
+    module = attrgetter(module_name)(bufcore.persist)
     original: Callable[..., Any] = getattr(module, name)
     calls = 0
 
@@ -209,9 +209,9 @@ def fail_on_call(monkeypatch: pytest.MonkeyPatch, where: str, call: int) -> None
 
 
 WRITE_FAULTS = [
-    pytest.param("hdf5._write_rows", 2, id="second-dataset"),
-    pytest.param("checkpoint_write._write_json", 2, id="state-json"),
-    pytest.param("checkpoint_write.seal_file", 4, id="sealing-the-manifest"),
+    pytest.param("checkpoint.write._write_rows", 2, id="second-dataset"),
+    pytest.param("checkpoint.write._write_json", 2, id="state-json"),
+    pytest.param("checkpoint.write.seal_file", 4, id="sealing-the-manifest"),
     pytest.param("atomic.fsync_path", 1, id="fsync-of-staging"),
 ]
 

@@ -28,7 +28,7 @@ from bufcore import (
     ZBuffer,
     load_buffer,
 )
-from bufcore.persist.manifest import manifest_checksum
+from bufcore.persist.checkpoint.format import manifest_checksum
 from tests.support import rewrite_file
 
 # ----------------------------------------------------------------------------- checkpoints

@@ -1,7 +1,7 @@
 """Reads of some rows of buffer.hdf5 (``read_leaf``, loads with ``leaves=``) verify exactly the
-manifest blocks their bytes and the HDF5 metadata lie in (bufcore.persist.blocks): damage there is
-a CorruptCheckpointError naming buffer.hdf5 and the leaf, damage elsewhere is not looked for, and
-a format-1 manifest (one digest) makes every read hash the whole file."""
+manifest blocks their bytes and the HDF5 metadata lie in (bufcore.persist.checkpoint.verify):
+damage there is a CorruptCheckpointError naming buffer.hdf5 and the leaf, damage elsewhere is not
+looked for, and a format-1 manifest (one digest) makes every read hash the whole file."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-import bufcore
+import bufcore.persist.checkpoint.write
 from bufcore.errors import CorruptCheckpointError
 from bufcore.inspect import read_leaf
-from bufcore.persist.blocks import BlockReader
+from bufcore.persist.checkpoint.verify import BlockReader
 from tests.support import reseal
 
 BLOCK = 1024  # small blocks, so that a few hundred rows span several
@@ -41,7 +41,7 @@ def checkpoint(path: Path, capacity: int, writes: int) -> bufcore.DictBuffer:
 
 @pytest.fixture
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bufcore.persist.hdf5, "_HASH_BLOCK_BYTES", BLOCK)
+    monkeypatch.setattr(bufcore.persist.checkpoint.write, "_HASH_BLOCK_BYTES", BLOCK)
 
 
 def offset_of(path: Path, name: str) -> tuple[int, int]:

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-import bufcore.persist.hashing
-import bufcore.persist.hdf5
-import bufcore.persist.manifest
+import bufcore.persist.checkpoint.hashing
+import bufcore.persist.checkpoint.read_payload
+import bufcore.persist.checkpoint.write
 from bufcore import CorruptCheckpointError, DictBuffer, ZBuffer, load_buffer
 from tests.support import DEVICES, reseal
 
@@ -132,7 +132,7 @@ def test_the_manifest_lists_format_spec_and_checksums(tmp_path: Path) -> None:
         data = (tmp_path / "ckpt" / name).read_bytes()
         if name == "buffer.hdf5":
             assert set(entry) == {"size", "block_bytes", "sha256_blocks"}
-            assert entry["block_bytes"] == bufcore.persist.hdf5._HASH_BLOCK_BYTES
+            assert entry["block_bytes"] == bufcore.persist.checkpoint.write._HASH_BLOCK_BYTES
             assert entry["size"] == len(data)
             assert entry["sha256_blocks"] == block_digests(data, entry["block_bytes"])
         else:
@@ -395,8 +395,9 @@ def test_rows_cut_at_every_row_block_and_hash_block_edge_round_trip(
 ) -> None:
     # Row blocks and hash blocks whose sizes share no multiple below the file size: row blocks
     # straddle hash block edges on both the save and the load.
-    monkeypatch.setattr(bufcore.persist.hdf5, "BLOCK_BYTES", row_block_bytes)
-    monkeypatch.setattr(bufcore.persist.hdf5, "_HASH_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(bufcore.persist.checkpoint.write, "BLOCK_BYTES", row_block_bytes)
+    monkeypatch.setattr(bufcore.persist.checkpoint.read_payload, "BLOCK_BYTES", row_block_bytes)
+    monkeypatch.setattr(bufcore.persist.checkpoint.write, "_HASH_BLOCK_BYTES", block_bytes)
     buffer = DictBuffer(capacity=257, seed=3)
     buffer.extend(odd_rows(300))
     buffer.save(tmp_path / "ckpt")
@@ -456,7 +457,7 @@ def rewrite_payload_chunked(checkpoint: Path) -> None:
             else:
                 h5.create_dataset(name, data=array)
     data = payload.read_bytes()
-    block = bufcore.persist.hdf5._HASH_BLOCK_BYTES
+    block = bufcore.persist.checkpoint.write._HASH_BLOCK_BYTES
 
     def point_at_new_payload(manifest: dict[str, Any]) -> None:
         manifest["files"]["buffer.hdf5"] = {
@@ -505,7 +506,7 @@ def flip_byte(file: Path, offset: int) -> None:
 
 def rewrite_as_format_1(checkpoint: Path) -> None:
     """What bufcore wrote before block checksums: one whole-file sha256 of buffer.hdf5."""
-    digest, size = bufcore.persist.hashing.file_digest(checkpoint / "buffer.hdf5")
+    digest, size = bufcore.persist.checkpoint.hashing.file_digest(checkpoint / "buffer.hdf5")
 
     def old_style(manifest: dict[str, Any]) -> None:
         manifest["format_version"] = 1
@@ -517,7 +518,7 @@ def rewrite_as_format_1(checkpoint: Path) -> None:
 @pytest.fixture
 def tiny_blocks(monkeypatch: pytest.MonkeyPatch) -> int:
     """Blocks of 1 KiB, so that even a small checkpoint has many."""
-    monkeypatch.setattr(bufcore.persist.hdf5, "_HASH_BLOCK_BYTES", 1024)
+    monkeypatch.setattr(bufcore.persist.checkpoint.write, "_HASH_BLOCK_BYTES", 1024)
     return 1024
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from bufcore import DictBuffer
-from bufcore.persist import atomic, checkpoint_write
+from bufcore.persist import atomic
 from bufcore.persist.atomic import publish_directory
+from bufcore.persist.checkpoint import write as checkpoint_write
 
 
 @pytest.fixture(params=["renameat2", "mkdir-claim"])

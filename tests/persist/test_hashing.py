@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bufcore.errors import CorruptCheckpointError
-from bufcore.persist.hashing import (
+from bufcore.persist.checkpoint.hashing import (
     BlockHasher,
     Digests,
     file_digest,
@@ -127,6 +127,6 @@ def test_seal_file_raises_when_the_fsync_fails(
     def failing(fd: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr("bufcore.persist.hashing.os.fsync", failing)
+    monkeypatch.setattr("bufcore.persist.checkpoint.hashing.os.fsync", failing)
     with pytest.raises(OSError, match="Input/output error"):
         seal_file(path)

@@ -11,7 +11,7 @@ import pytest
 
 from bufcore import DictBuffer
 from bufcore.persist.atomic import publish_directory, publish_file
-from bufcore.persist.manifest import replaceable_checkpoint
+from bufcore.persist.checkpoint.format import replaceable_checkpoint
 from tests.support import reseal
 
 

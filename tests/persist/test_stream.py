@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bufcore.persist.hashing import Digests
-from bufcore.persist.stream import PayloadStream
+from bufcore.persist.checkpoint.hashing import Digests
+from bufcore.persist.checkpoint.verify import PayloadStream
 
 DATA = np.random.default_rng(1).integers(0, 256, 50_000, dtype=np.uint8).tobytes()
 

@@ -180,7 +180,7 @@ def ui_violations(source: str, module: str) -> list[str]:
     [
         ("bufcore.storage.ring", "from bufcore.persist.atomic import publish_file"),
         ("bufcore.storage.ring", "import bufcore.sampling.windows"),
-        ("bufcore.persist.hdf5", "def f():\n    from bufcore.buffers import registry"),
+        ("bufcore.persist.checkpoint.write", "def f():\n    from bufcore.buffers import registry"),
         ("bufcore.checks", "from bufcore.tree import KeyPath"),
         ("bufcore.buffers.expert", "from bufcore import DictBuffer"),
         ("bufcore.sampling.windows", "from ..storage import ring"),
@@ -200,7 +200,7 @@ def test_the_layer_check_flags_an_import_that_points_up_or_sideways(
     ("module", "source"),
     [
         ("bufcore.buffers.expert", "from bufcore.persist.checkpoint import OpenedCheckpoint"),
-        ("bufcore.persist.hdf5", "from bufcore.persist.stream import SlotRing"),
+        ("bufcore.persist.checkpoint.read", "from bufcore.persist import snapshot"),
         ("bufcore.fields", "from bufcore.checks import check_int"),
         ("bufcore.cli", "from bufcore.runs.demo import run_demo"),
         ("bufcore.cli", "from bufcore.runs.demo.progress import Progress"),

@@ -16,7 +16,7 @@ import torch
 import bufcore
 from bufcore.errors import CorruptCheckpointError, KeyPathError
 from bufcore.inspect import read_leaf, summarize_checkpoint
-from bufcore.persist.hdf5_read import PayloadReader
+from bufcore.persist.checkpoint.read_payload import PayloadReader
 from tests.support import rewrite_file
 
 

@@ -1,14 +1,16 @@
 """Reading ``buffer.hdf5`` back: its leaves, and their rows copied into a buffer's storage.
 
-The layout is :mod:`bufcore.persist.hdf5`'s. :class:`PayloadReader` reads each leaf through h5py,
-block by block (``read_direct`` into a contiguous block, copied into the storage's strided
-view; HDF5 converts another byte order, and reads chunked or compressed datasets, as BFM-Zero's
-own files may hold). Checkpoints written by BFM-Zero have no manifest: their spec is inferred
-from the datasets.
+The layout is :mod:`bufcore.persist.checkpoint.format`'s. :class:`PayloadReader` reads each
+leaf through h5py, block by block (``read_direct`` into a contiguous block, copied into the
+storage's strided view; HDF5 converts another byte order, and reads chunked or compressed
+datasets, as BFM-Zero's own files may hold). Checkpoints written by BFM-Zero have no manifest:
+their spec is inferred from the datasets. A lone ``buffer.hdf5`` (``DictBuffer.load_hdf5``,
+:mod:`bufcore.persist.hdf5_file`) is read by the same reader.
 
-Verification: a full load has a :class:`~bufcore.persist.stream.PayloadStream` hash the whole
-file meanwhile. An opening that does not (a read of some leaves or rows) verifies, through a
-:class:`~bufcore.persist.blocks.BlockReader`, the manifest blocks the read touches first.
+Verification: a full load has a :class:`~bufcore.persist.checkpoint.verify.PayloadStream` hash
+the whole file meanwhile. An opening that does not (a read of some leaves or rows) verifies,
+through a :class:`~bufcore.persist.checkpoint.verify.BlockReader`, the manifest blocks the read
+touches first.
 """
 
 from __future__ import annotations
@@ -23,18 +25,18 @@ import numpy as np
 import torch
 
 from bufcore.errors import CorruptCheckpointError
-from bufcore.persist.blocks import (
+from bufcore.persist.checkpoint.format import BLOCK_BYTES, numpy_dtype, storage_dtype
+from bufcore.persist.checkpoint.hashing import Digests
+from bufcore.persist.checkpoint.verify import (
     BlockReader,
     Extents,
+    PayloadStream,
     extents,
     join,
     metadata_extents,
     read_extents,
 )
-from bufcore.persist.hashing import Digests
-from bufcore.persist.hdf5 import BLOCK_BYTES, numpy_dtype, storage_dtype
 from bufcore.persist.hdf5_guard import H5_FAILURES, damage_reported, local_members
-from bufcore.persist.stream import PayloadStream
 from bufcore.tree import KeyPath, LeafSpec, Spec, format_key_path, split_key_name
 
 # An index read spanning at most this many times the rows asked for reads the whole span in one
@@ -55,7 +57,7 @@ class PayloadReader:
         fd: The file, open for reading; the reader owns it and closes it in :meth:`close`.
         stream: The stream hashing the whole file meanwhile, or None: then each read first
             verifies the blocks it touches against ``expected``
-            (:class:`~bufcore.persist.blocks.BlockReader`).
+            (:class:`~bufcore.persist.checkpoint.verify.BlockReader`).
         expected: What the file must hash to (from the manifest), or None without one.
     """
 

@@ -1,28 +1,19 @@
-"""Dict-family checkpoints: a buffer's saved state as a directory, and the way back.
+"""Reading a dict-family checkpoint: its directory opened, verified and handed out as saved state.
 
-A checkpoint is a directory (DESIGN §3):
-
-- ``config.json``: the BFM-Zero fields (constructor fields, ``_idx``, ``_is_full``,
-  ``__target__``), so BFM-Zero's own loader can read what bufcore writes and vice versa.
-- ``buffer.hdf5``: the rows, one dataset per leaf (:mod:`bufcore.persist.hdf5`).
-- ``state.json``: bufcore-only state (generator state, priorities, ...), which BFM-Zero ignores.
-- ``manifest.json``: what the others must be (:mod:`bufcore.persist.manifest`).
-
-Buffers never open files. A save hands :mod:`bufcore.persist.checkpoint_write` the buffer's
-``state_dict()``. A load (:func:`open_checkpoint`) opens the directory, verifies every small file
-before parsing it, starts hashing ``buffer.hdf5`` on background threads
-(:mod:`bufcore.persist.stream`), and yields an :class:`OpenedCheckpoint`: a saved state (target,
-config, state) whose rows (:class:`CheckpointRows`, a
-:class:`~bufcore.storage.ring.RowSource`) are copied straight into the buffer's freshly
-allocated storage when the buffer asks for them. Every checksum is verified before the buffer is
-returned. A load of some leaves (``leaves=``, :meth:`CheckpointRows.only`) does not hash the
-whole file:
-it reads those leaves' bytes alone and verifies the blocks they lie in
-(:mod:`bufcore.persist.blocks`); a single-leaf read (``bufcore.inspect.read_leaf``) is the same
-mechanism with one leaf and some rows (:meth:`CheckpointRows.read_rows`).
-A :class:`~bufcore.errors.StateError` raised while the checkpoint is open (the buffer's parser
-refusing a field) becomes a :class:`~bufcore.errors.CorruptCheckpointError` naming the file that
-part came from.
+Buffers never open files. A load (:func:`open_checkpoint`) opens the directory, verifies every
+small file before parsing it, starts hashing ``buffer.hdf5`` on background threads
+(:class:`~bufcore.persist.checkpoint.verify.PayloadStream`), and yields an
+:class:`OpenedCheckpoint`: a saved state (target, config, state) whose rows
+(:class:`CheckpointRows`, a :class:`~bufcore.storage.ring.RowSource`) are copied straight into
+the buffer's freshly allocated storage when the buffer asks for them
+(:mod:`bufcore.persist.checkpoint.read_payload`). Every checksum is verified before the buffer
+is returned. A load of some leaves (``leaves=``, :meth:`CheckpointRows.only`) does not hash the
+whole file: it reads those leaves' bytes alone and verifies the blocks they lie in
+(:class:`~bufcore.persist.checkpoint.verify.BlockReader`); a single-leaf read
+(``bufcore.inspect.read_leaf``) is the same mechanism with one leaf and some rows
+(:meth:`CheckpointRows.read_rows`). A :class:`~bufcore.errors.StateError` raised while the
+checkpoint is open (the buffer's parser refusing a field) becomes a
+:class:`~bufcore.errors.CorruptCheckpointError` naming the file that part came from.
 
 Nothing is unpickled.
 """
@@ -41,10 +32,7 @@ import torch
 
 from bufcore.errors import CorruptCheckpointError, StateError, StatePart
 from bufcore.fields import Field
-from bufcore.persist.hashing import Digests
-from bufcore.persist.hdf5 import payload_stream
-from bufcore.persist.hdf5_read import PayloadReader
-from bufcore.persist.manifest import (
+from bufcore.persist.checkpoint.format import (
     CONFIG,
     MANIFEST,
     PAYLOAD,
@@ -53,10 +41,11 @@ from bufcore.persist.manifest import (
     manifest_spec,
     parse_json,
     payload_digests,
-    verify_bytes,
 )
+from bufcore.persist.checkpoint.hashing import Digests
+from bufcore.persist.checkpoint.read_payload import PayloadReader
+from bufcore.persist.checkpoint.verify import PayloadStream, verify_bytes
 from bufcore.persist.snapshot import CheckpointSnapshot
-from bufcore.persist.stream import PayloadStream
 from bufcore.tree import KeyPath, Spec
 
 T = TypeVar("T")
@@ -239,8 +228,8 @@ def open_checkpoint(
         hash_payload: False does not hash all of buffer.hdf5: only its metadata is read up front,
             for summaries (``bufcore inspect``) and reads of some leaves or rows
             (``read_leaf``, loads with ``leaves=``); rows read from such an opening are
-            verified block by block (:mod:`bufcore.persist.blocks`): the manifest blocks they
-            and the HDF5 metadata lie in, not the others.
+            verified block by block (:mod:`bufcore.persist.checkpoint.verify`): the manifest
+            blocks they and the HDF5 metadata lie in, not the others.
 
     Raises:
         FileNotFoundError: ``path`` is not a directory.
@@ -317,7 +306,7 @@ def _open_files(snapshot: CheckpointSnapshot, hash_payload: bool) -> _Files:
     stream = None
     try:
         if digests is not None and hash_payload:
-            stream = payload_stream(root / PAYLOAD, os.dup(payload), digests)
+            stream = PayloadStream(root / PAYLOAD, os.dup(payload), digests)
     except BaseException:
         os.close(payload)
         raise

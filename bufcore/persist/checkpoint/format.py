@@ -1,18 +1,25 @@
-"""``manifest.json``: what a checkpoint directory must contain, and the checks against it.
+"""What a checkpoint directory contains and what its manifest must say, and the checks against it.
 
-The manifest lists the format name and version, the buffer's target, separator, batch axes, env
-count, row count and spec (one entry per leaf: key path, dataset name, trailing shape, dtype),
-the size and checksums of every other file, and a checksum of itself (sha256 over every other
-field, canonical JSON). ``buffer.hdf5`` is listed as ``{"size", "block_bytes",
+``buffer.hdf5``'s layout: one contiguous, uncompressed dataset per leaf, named by its key path
+joined with the nested key separator, shape ``[rows, (env,) *trailing]``; bfloat16 is stored as
+its int16 bits (numpy, and so h5py, has no bfloat16: :func:`storage_dtype`). This layout is what
+BFM-Zero writes and reads. Every dataset is created before any is written, so the HDF5 metadata
+sits at the front of the file.
+
+``manifest.json`` lists the format name and version, the buffer's target, separator, batch
+axes, env count, row count and spec (one entry per leaf: key path, dataset name, trailing shape,
+dtype), the size and checksums of every other file, and a checksum of itself (sha256 over every
+other field, canonical JSON). ``buffer.hdf5`` is listed as ``{"size", "block_bytes",
 "sha256_blocks"}``: one sha256 per ``block_bytes`` block (a power of two; the last block may be
 shorter), so that several threads can hash it at once; the small JSON files with one whole-file
 ``"sha256"``. Manifests of ``format_version`` 1 list one whole-file ``"sha256"`` for
 ``buffer.hdf5`` too; they still load and are verified as such.
 
 :func:`replaceable_checkpoint` tells a checkpoint directory (which a save may replace) from any
-other. The small JSON files are verified here before anything parses them; ``buffer.hdf5`` is
-verified while it streams (:class:`bufcore.persist.stream.PayloadStream`), or block by block
-(:mod:`bufcore.persist.blocks`), against :func:`payload_digests`.
+other. The manifest is checked here (:func:`check_manifest`) before anything else is parsed;
+the files are then verified against it by :mod:`bufcore.persist.checkpoint.verify`: the small
+JSON files whole, ``buffer.hdf5`` while it streams or block by block, against
+:func:`payload_digests`.
 """
 
 from __future__ import annotations
@@ -22,9 +29,12 @@ import json
 from pathlib import Path
 from typing import Any, TypeGuard
 
+import numpy as np
+import torch
+
 from bufcore.checks import check_int
 from bufcore.errors import CorruptCheckpointError
-from bufcore.persist.hashing import Digests
+from bufcore.persist.checkpoint.hashing import Digests
 from bufcore.storage.ring import MAX_STORAGE_BYTES, STORABLE
 from bufcore.tree import KeyPath, LeafSpec, Spec, dtype_from_name, dtype_name, join_key_path
 
@@ -41,6 +51,19 @@ _MAX_AXES = 32
 # Deeper than any file bufcore writes (4 levels); anything deeper is refused when parsed, so no
 # later recursion (a checksum, an error message's repr) can exhaust the stack.
 MAX_JSON_DEPTH = 32
+# Rows move between the storage and h5py in contiguous blocks of about this many bytes (a save's
+# writes and a load's reads alike).
+BLOCK_BYTES = 64 << 20
+
+
+def storage_dtype(dtype: torch.dtype) -> torch.dtype:
+    # numpy (and so HDF5 via h5py) has no bfloat16: store its bits as int16.
+    return torch.int16 if dtype == torch.bfloat16 else dtype
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
+    """The numpy dtype a leaf of ``dtype`` is stored as."""
+    return torch.empty(0, dtype=storage_dtype(dtype)).numpy().dtype
 
 
 def build_manifest(
@@ -285,7 +308,7 @@ def payload_digests(path: Path, manifest: dict[str, Any]) -> Digests:
             raise CorruptCheckpointError(path, f"manifest sha256 must be a str, got {digest!r}")
         return Digests(size, None, (digest,))
     block = entry.get("block_bytes")
-    if not isinstance(block, int) or isinstance(block, bool) or block < 1 or block & (block - 1):
+    if not _is_int(block) or block < 1 or block & (block - 1):
         raise CorruptCheckpointError(
             path, f"manifest block_bytes: expected a power of two, got {block!r:.80}"
         )
@@ -299,20 +322,6 @@ def payload_digests(path: Path, manifest: dict[str, Any]) -> Digests:
             f"{size} bytes (expected {-(-size // block)})",
         )
     return Digests(size, block, tuple(blocks))
-
-
-def verify_bytes(path: Path, data: bytes, expected: dict[str, Any]) -> None:
-    """Check the content of a small file against its (checked) manifest entry.
-
-    Raises:
-        CorruptCheckpointError: the size or the whole-file ``sha256`` differs.
-    """
-    if len(data) != expected["size"]:
-        raise CorruptCheckpointError(
-            path, f"size {len(data)} bytes, manifest says {expected['size']}"
-        )
-    if hashlib.sha256(data).hexdigest() != expected["sha256"]:
-        raise CorruptCheckpointError(path, "sha256 does not match the manifest")
 
 
 def replaceable_checkpoint(path: Path) -> bool:

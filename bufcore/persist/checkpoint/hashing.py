@@ -56,7 +56,7 @@ class BlockHasher:
     slower than a cold read; hashing concurrently with the fsync or the reads is what keeps
     save and cold load near the disk's ceiling (bench row ``persist-engine``). Blocks (rather
     than one digest) also let a read of some rows verify only the blocks it touches
-    (:mod:`bufcore.persist.blocks`, ``tests/persist/test_block_reads.py``).
+    (:mod:`bufcore.persist.checkpoint.verify`, ``tests/persist/test_block_reads.py``).
 
     Args:
         fd: The file, open for reading (a duplicate is kept until :meth:`close`).

@@ -1,10 +1,25 @@
 """Writing a dict-family checkpoint: a buffer's saved state published as one directory.
 
-The layout is :mod:`bufcore.persist.checkpoint`'s (``config.json``, ``buffer.hdf5``,
+The layout is :mod:`bufcore.persist.checkpoint.format`'s (``config.json``, ``buffer.hdf5``,
 ``state.json``, ``manifest.json``). Buffers never open files: a save hands
-:func:`save_checkpoint` a :class:`BufferCheckpoint`, plain JSON-ready config and state plus the
-row tensors. The files are written into a staging directory, sealed (fsynced, checksummed into
-the manifest) and published atomically (:func:`bufcore.persist.atomic.publish_directory`).
+:func:`save_checkpoint` a buffer's ``state_dict()`` (a :class:`BufferCheckpoint`: plain
+JSON-ready config and state plus the row tensors). The files are written into a staging
+directory, sealed (fsynced, checksummed into the manifest) and published atomically
+(:func:`bufcore.persist.atomic.publish_directory`).
+
+The rows (:func:`write_payload`): h5py writes each leaf block by block (``write_direct`` of a
+contiguous copy of the rows: the storage's leaves are strided views of packed rows); then a
+:class:`~bufcore.persist.checkpoint.hashing.BlockHasher` hashes the file's blocks from the page
+cache while :func:`~bufcore.persist.checkpoint.hashing.seal_file` fsyncs it. The manifest lists
+a digest per block so that a read of some leaves or rows hashes only the blocks it touches
+(:mod:`bufcore.persist.checkpoint.verify`).
+
+bufcore's earlier engine packed rows into reusable slots, wrote them with ``pwrite`` at the
+datasets' offsets and hashed them as it went; it saved no faster than this (bench row
+``persist-engine``), so it went.
+
+The tunables (``_HASH_BLOCK_BYTES`` here, ``BLOCK_BYTES`` of the format) are read at call time,
+so tests can shrink them.
 """
 
 from __future__ import annotations
@@ -16,20 +31,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import h5py
+import numpy as np
 import torch
 
 from bufcore.persist.atomic import publish_directory
-from bufcore.persist.hashing import seal_file
-from bufcore.persist.hdf5 import block_entry, check_hdf5_name, write_payload
-from bufcore.persist.manifest import (
+from bufcore.persist.checkpoint.format import (
+    BLOCK_BYTES,
     CONFIG,
     MANIFEST,
     PAYLOAD,
     STATE,
     build_manifest,
+    numpy_dtype,
     replaceable_checkpoint,
+    storage_dtype,
 )
+from bufcore.persist.checkpoint.hashing import BlockHasher, seal_file
+from bufcore.persist.hdf5_guard import check_hdf5_name
 from bufcore.tree import KeyPath, LeafSpec, Spec, format_key_path, join_key_path
+
+# buffer.hdf5 is hashed as blocks of this many bytes (a power of two), one sha256 each, so that
+# threads hash consecutive blocks at once and a read of some rows hashes only its blocks;
+# the manifest lists ~30 digests per GB.
+_HASH_BLOCK_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -143,3 +168,52 @@ def _write_json(path: Path, data: Any, *, indent: int | None = None) -> None:
     except ValueError as err:
         raise ValueError(f"{path.name}: {err}; JSON has no NaN or infinity") from err
     path.write_text(text + "\n", encoding="utf-8")
+
+
+def write_payload(
+    path: Path, spec: Spec, arrays: dict[KeyPath, torch.Tensor], names: dict[KeyPath, str]
+) -> BlockHasher:
+    """Write buffer.hdf5 (not fsynced); the hasher of its blocks, running in the background.
+
+    Args:
+        path: The file to create.
+        spec: Key path -> trailing shape and dtype of every leaf.
+        arrays: Key path -> its rows ``[rows, (env,) *shape]`` (any device, may be strided).
+        names: Key path -> dataset name.
+
+    The caller closes the returned hasher (its ``result()`` does), also when it fails.
+    """
+    with h5py.File(path, "w", libver="earliest") as h5:
+        created = [
+            (key, h5.create_dataset(names[key], shape=tuple(arrays[key].shape),
+                                    dtype=numpy_dtype(leaf.dtype)))
+            for key, leaf in spec.items()
+        ]
+        for key, dataset in created:
+            _write_rows(dataset, arrays[key])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return BlockHasher(fd, _HASH_BLOCK_BYTES)
+    finally:
+        os.close(fd)
+
+
+def _write_rows(dataset: h5py.Dataset, array: torch.Tensor) -> None:
+    """Write ``array``'s rows into ``dataset`` in contiguous blocks (bfloat16 as its bits)."""
+    if dataset.size == 0:
+        return
+    stored = storage_dtype(array.dtype)
+    width = max(1, dataset.size // dataset.shape[0] * dataset.dtype.itemsize)
+    step = max(1, BLOCK_BYTES // width)
+    for start in range(0, array.shape[0], step):
+        block = array[start : start + step].detach()
+        if stored != block.dtype:
+            block = block.view(stored)
+        data = np.ascontiguousarray(block.cpu().numpy())
+        dataset.write_direct(data, dest_sel=np.s_[start : start + len(data)])
+
+
+def block_entry(hasher: BlockHasher) -> dict[str, Any]:
+    """The manifest entry of buffer.hdf5 from the hasher of its blocks (waits for it)."""
+    digests, size = hasher.result()
+    return {"size": size, "block_bytes": hasher.block_bytes, "sha256_blocks": digests}

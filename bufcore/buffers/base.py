@@ -50,7 +50,7 @@ from bufcore.rng import generator_state, restore_generator, undone_on_error
 from bufcore.sampling.samplers import RingPosition
 from bufcore.storage.batches import RowSource, TensorRows
 from bufcore.storage.ring import RingStorage
-from bufcore.tree import Key, KeyPath, key_list, select_paths
+from bufcore.tree import Key, KeyPath, as_key_path, key_list, select_paths
 
 B = TypeVar("B", bound="Buffer")
 
@@ -272,11 +272,17 @@ class Buffer(ABC):
 
         Raises:
             ValueError: ``state`` holds another kind of buffer, or an unknown one.
-            TypeError: ``device`` or ``leaves`` is malformed.
+            TypeError: ``state`` is not a mapping (nor an opened checkpoint), or ``device`` or
+                ``leaves`` is malformed.
             KeyPathError: a key of ``leaves`` matches no stored leaf.
             StateError: a field is malformed or inconsistent (names the field).
             MemoryError: this host cannot allocate the rows (names config's capacity).
         """
+        if not isinstance(state, Mapping) and not callable(getattr(state, "row_source", None)):
+            raise TypeError(
+                f"state: expected what state_dict() returned (a mapping), got "
+                f"{type(state).__name__}"
+            )
         target = None if device is None else check_device(device)
         keys = None if leaves is None else key_list(leaves, "leaves")
         saved = state if not isinstance(state, Mapping) else _InMemoryState(state)
@@ -404,17 +410,30 @@ class _InMemoryState:
     where = "state_dict"
 
     def __init__(self, data: Mapping[str, Any]) -> None:
-        root = Field(data, "state_dict", part="config")
+        root = self._root = Field(data, "state_dict", part="config")
         self.target = root.key("target").text()
         self.config = dict(root.key("config").mapping())
         self.state = dict(Field(data, "state_dict", part="state").key("state").mapping())
         self._rows = Field(data, "state_dict", part="rows").key("rows")
 
     def row_source(self, separator: str, batch_dims: int) -> SavedRows:
+        # The layout fields repeat what the config says; a state dict where they disagree was
+        # edited in one place only, and which one is meant cannot be told.
+        for name, expected in (("nested_key_separator", separator), ("batch_dims", batch_dims)):
+            given = self._root.optional(name, expected)
+            if type(given.value) is not type(expected) or given.value != expected:
+                raise given.error(
+                    f"expected {expected!r} (as the config says), got {given.value!r}"
+                )
         rows: Mapping[Any, Any] = self._rows.mapping()
         arrays: dict[KeyPath, torch.Tensor] = {}
         for path, tensor in rows.items():
-            key = path if isinstance(path, tuple) else (path,)
+            try:
+                key = as_key_path(path, argument="key")
+            except TypeError as err:
+                raise self._rows.error(str(err)) from err
+            if key in arrays:
+                raise self._rows.error(f"key {path!r} names the leaf {key!r} a second time")
             if not isinstance(tensor, torch.Tensor) or tensor.ndim < batch_dims:
                 raise self._rows.error(
                     f"expected tensors with {batch_dims} batch axes, got {type(tensor).__name__}"
@@ -423,7 +442,7 @@ class _InMemoryState:
             arrays[key] = tensor
         try:
             return TensorRows(arrays, batch_dims)
-        except ValueError as err:
+        except (TypeError, ValueError) as err:
             raise self._rows.error(str(err)) from err
 
 
@@ -432,7 +451,10 @@ def _build(
 ) -> B:
     """The buffer ``saved`` holds, which must be a ``base``, through its public constructor;
     with ``leaves``, only those (and the ones sampling needs) are copied."""
-    cls = buffer_class(saved.target, os.path.join(saved.where, "config.json"))
+    # A checkpoint's fields are in its config.json; a state dict's are its own.
+    in_memory = isinstance(saved, _InMemoryState)
+    config_where = saved.where if in_memory else os.path.join(saved.where, "config.json")
+    cls = buffer_class(saved.target, config_where)
     if not issubclass(cls, base):
         raise ValueError(
             f"{saved.where}: holds a {cls.__name__} (__target__ {saved.target!r}), not a "
@@ -467,9 +489,7 @@ def _build(
             raise StateError("config", str(err)) from err
     except MemoryError as err:
         # A sound checkpoint may be too large for this host: not corrupt, but say which field.
-        raise MemoryError(
-            f"{os.path.join(saved.where, 'config.json')}: config['capacity']: {err}"
-        ) from err
+        raise MemoryError(f"{config_where}: config['capacity']: {err}") from err
     saved_generator = saved.state.get("generator")
     if saved_generator is not None:
         restore_generator(buffer._generator, saved_generator)

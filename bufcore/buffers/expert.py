@@ -32,7 +32,7 @@ from bufcore.buffers.windowed import (
     WindowOptions,
     check_end_leaf,
 )
-from bufcore.checks import check_device, check_seed, check_separator
+from bufcore.checks import check_device, check_seed, check_separator, concrete_device
 from bufcore.curriculum.history import preview
 from bufcore.curriculum.priorities import FLOAT32_MAX, real_values
 from bufcore.fields import Field
@@ -225,7 +225,41 @@ class TrajectoryDictBuffer(WindowedBuffer):
 
     @priorities.setter
     def priorities(self, values: torch.Tensor) -> None:
-        # Unchecked beyond the shape, as the reference's attribute; update_priorities checks.
+        """Replace the priorities as they are stored (the Curriculum's rollback sets back a
+        clone of an earlier value); :meth:`update_priorities` sets and normalises new ones.
+
+        Checked as a load checks saved priorities, so what a setter stores always saves and
+        loads back and can be sampled.
+
+        Raises:
+            TypeError: not a float32 tensor.
+            ValueError: on another device than the buffer, not ``[n_trajectories]``, a value
+                NaN, infinite or negative, not summing to 1, or nothing left to sample.
+        """
+        if not isinstance(values, torch.Tensor) or values.dtype != torch.float32:
+            got = values.dtype if isinstance(values, torch.Tensor) else type(values).__name__
+            raise TypeError(f"priorities: expected a float32 tensor, got {got}")
+        if concrete_device(values.device) != concrete_device(self.device):
+            raise ValueError(
+                f"priorities: expected a tensor on the buffer's device {str(self.device)!r}, "
+                f"got one on {str(values.device)!r}"
+            )
+        count = len(self.lengths)
+        if tuple(values.shape) != (count,):
+            raise ValueError(
+                f"priorities: expected one per trajectory (shape [{count}]), got shape "
+                f"{list(values.shape)}"
+            )
+        values = values.detach()
+        exact = values.to(torch.float64)
+        _check_float32_values(exact, "priorities")
+        self._check_stored(exact, values, "priorities: these would")
+        total = float(exact.sum())
+        if abs(total - 1.0) > _SUM_TOLERANCE:
+            raise ValueError(
+                f"priorities: expected priorities summing to 1, got sum {total} (use "
+                "update_priorities to set and normalise new ones)"
+            )
         self._sampler.priorities = values
 
     # ------------------------------------------------------------- priorities

@@ -266,9 +266,12 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         """The ring as the default restores it, and the trajectories of its end flags.
 
         Raises:
-            StateError: the end flags are missing or malformed, or the output keys match no
-                stored leaf.
+            StateError: the rows have no env column, the end flags are missing or malformed,
+                or the output keys match no stored leaf.
         """
+        if rows.env_count == 0:
+            # As extend refuses it: a ring without env columns holds no trajectory.
+            raise StateError("rows", "expected at least one env (axis 1), got 0")
         buffer = super()._restored(options, rows, config, state)
         storage = buffer._storage
         if storage.spec is None:

@@ -20,13 +20,13 @@ from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.base import Buffer
+from bufcore.buffers.base import Buffer, SavedState
 from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
 from bufcore.fields import Field
 from bufcore.persist.hdf5_file import read_row_datasets
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
-from bufcore.sampling.samplers import Sampler, UniformRows
+from bufcore.sampling.samplers import Sampler, UniformRows, check_sampler, checked_rows
 from bufcore.storage.batches import Batch
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import flatten, format_key_path, unflatten
@@ -46,7 +46,9 @@ class DictBuffer(Buffer):
         nested_key_separator: Joins nested keys into dataset names in ``buffer.hdf5``.
         seed: Seed of the buffer's own generator; ``None`` for a nondeterministic one.
         sampler: Which rows a sample reads; ``None`` for uniform rows with replacement (the
-            reference's). Any :class:`~bufcore.sampling.samplers.Sampler` of rows.
+            reference's). Any :class:`~bufcore.sampling.samplers.Sampler` of rows; what it
+            draws is checked at each draw (a ``SampleIndex`` of ``batch_size`` integer rows
+            within the filled ones).
 
     Raises:
         ValueError: ``capacity < 1``, an unknown device, or an empty separator or one with '/'.
@@ -74,7 +76,7 @@ class DictBuffer(Buffer):
         self.seed = check_seed(seed)
         self._generator = make_generator(self.device, self.seed)
         self._storage = RingStorage(self.capacity, device=self.device)
-        self._sampler: Sampler = UniformRows() if sampler is None else sampler
+        self._sampler: Sampler = UniformRows() if sampler is None else check_sampler(sampler)
 
     # ------------------------------------------------------------------ state
     def size(self) -> int:
@@ -190,6 +192,9 @@ class DictBuffer(Buffer):
                 or one of its leaves is not a tensor of the stored dtype.
             MemoryError: the output cannot be allocated (the generator is left as it was).
             LeafNotLoadedError: a leaf it gathers was left out by ``load(..., leaves=)``.
+
+        A custom sampler's answer that is not a ``SampleIndex`` of ``batch_size`` integer rows
+        within the filled ones raises ``TypeError``/``ValueError`` before anything is gathered.
         """
         batch_size = self._checked_size(batch_size)
         targets = None
@@ -197,7 +202,7 @@ class DictBuffer(Buffer):
             layout = self._storage.output_layout((batch_size,), self._storage.spec or {})
             targets = self._storage.check_out(flatten(out, argument="out"), layout)
         with self._drawing(generator, argument="batch_size") as drawn_from:
-            index = self._sampler.draw(self._ring(), batch_size, drawn_from)
+            index = self._draw(batch_size, drawn_from)
             gathered = self._storage.gather(index.rows, out=targets)
         return unflatten(gathered) if out is None else out
 
@@ -214,7 +219,22 @@ class DictBuffer(Buffer):
         """
         batch_size = self._checked_size(batch_size)
         with self._drawing(generator, argument="batch_size") as drawn_from:
-            return self._sampler.draw(self._ring(), batch_size, drawn_from)
+            return self._draw(batch_size, drawn_from)
+
+    def _draw(self, batch_size: int, generator: torch.Generator) -> SampleIndex:
+        """The sampler's draw; a sampler other than the built-in one is checked (see
+        :func:`~bufcore.sampling.samplers.checked_rows`).
+
+        Raises:
+            TypeError: the sampler returned no ``SampleIndex`` or non-integer rows.
+            ValueError: it returned another row count or device, or rows outside the filled
+                ones (the generator is set back by the caller).
+        """
+        ring = self._ring()
+        index = self._sampler.draw(ring, batch_size, generator)
+        if type(self._sampler) is UniformRows:
+            return index
+        return checked_rows(index, ring, batch_size, self.device)
 
     def _checked_size(self, batch_size: int) -> int:
         """``batch_size`` once checked, in a buffer that holds rows.
@@ -245,6 +265,13 @@ class DictBuffer(Buffer):
             },
             {},
         )
+
+    def load_state_dict(self, state: Mapping[str, Any] | SavedState) -> None:
+        """As :meth:`Buffer.load_state_dict`; the sampler given to the constructor stays (a
+        state dict does not hold it, and ``from_state_dict`` builds the default one)."""
+        sampler = self._sampler
+        super().load_state_dict(state)
+        self._sampler = sampler
 
     @classmethod
     def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:

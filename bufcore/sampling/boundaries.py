@@ -153,9 +153,11 @@ class OnlineBoundaries:
     def __init__(self, capacity: int, *, device: torch.device) -> None:
         self.capacity = check_int(capacity, "capacity", minimum=1)
         self.device = device
-        self._clear()
+        self.clear()
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
+        """Forget every row and trajectory, in place (a buffer's ``with_weighting`` views share
+        this object, so an emptied ring must not leave them, or it, a stale copy)."""
         empty = torch.empty(0, dtype=torch.long, device=self.device)
         self.env_count = None
         self.steps = 0
@@ -304,7 +306,7 @@ class OnlineBoundaries:
             cursor: The ring's write cursor.
             is_full: Whether the ring is full.
         """
-        self._clear()
+        self.clear()
         if end.shape[0] == 0:
             return
         if is_full:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from bufcore.checks import check_int
+
 
 @dataclass(frozen=True)
 class SampleIndex:
@@ -28,12 +30,20 @@ class SampleIndex:
             buffers without trajectories.
         weights: Per-draw importance weights, for samplers that draw unevenly and correct for
             it (prioritized replay); None when every draw weighs the same.
+
+    Raises:
+        TypeError: ``env_count`` is not an int.
+        ValueError: ``env_count < 1``.
     """
 
     rows: torch.Tensor
     env_count: int = 1
     trajectory: torch.Tensor | None = None
     weights: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        # time and env divide by it: a sampler written by hand must not get 0 past here.
+        check_int(self.env_count, "env_count", minimum=1)
 
     @classmethod
     def of_rows(

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import torch
 
+from bufcore.checks import concrete_device
 from bufcore.sampling.boundaries import OnlineBoundaries
 from bufcore.sampling.index import SampleIndex
 from bufcore.sampling.windows import (
@@ -92,6 +93,53 @@ class Sampler(Protocol):
         *,
         window: WindowRequest | None = None,
     ) -> SampleIndex: ...
+
+
+def check_sampler(sampler: Any, argument: str = "sampler") -> Sampler:
+    """``sampler`` once checked to have a ``draw`` method.
+
+    Raises:
+        TypeError: it has none (a class passed instead of an instance, say).
+    """
+    if isinstance(sampler, type) or not callable(getattr(sampler, "draw", None)):
+        raise TypeError(
+            f"{argument}: expected a Sampler (an object with draw()), got {sampler!r:.80}"
+        )
+    return sampler  # type: ignore[no-any-return]
+
+
+def checked_rows(index: Any, ring: RingPosition, count: int, device: torch.device) -> SampleIndex:
+    """A sampler's answer to a draw of ``count`` rows, checked before anything is gathered:
+    a hand-written sampler that returns a row outside the filled ones would otherwise read
+    rows never written (or fail inside the gather, or on CUDA with a device assert).
+
+    Raises:
+        TypeError: not a :class:`SampleIndex`, or rows that are not an integer tensor.
+        ValueError: not ``count`` rows on ``device``, another ``env_count`` than the ring's, or
+            a row outside the filled rows ``[0, length * env_count)``.
+    """
+    if not isinstance(index, SampleIndex):
+        raise TypeError(f"sampler: draw() returned a {type(index).__name__}, not a SampleIndex")
+    rows = index.rows
+    if not isinstance(rows, torch.Tensor) or rows.dtype not in (torch.int64, torch.int32):
+        got = rows.dtype if isinstance(rows, torch.Tensor) else type(rows).__name__
+        raise TypeError(f"sampler: expected int64 rows, got {got}")
+    on = concrete_device(rows.device)
+    if tuple(rows.shape) != (count,) or on != concrete_device(device) or (
+        index.env_count != ring.env_count
+    ):
+        raise ValueError(
+            f"sampler: expected {count} rows on {device} with env_count {ring.env_count}, got "
+            f"shape {list(rows.shape)} on {on} with env_count {index.env_count}"
+        )
+    filled = ring.length * ring.env_count
+    low, high = (int(v) for v in torch.aminmax(rows)) if count else (0, 0)
+    if low < 0 or high >= filled:
+        raise ValueError(
+            f"sampler: expected rows in [0, {filled}) (the filled rows), got rows in "
+            f"[{low}, {high}]"
+        )
+    return index
 
 
 class UniformRows:
@@ -220,10 +268,9 @@ class OnlineWindows(WindowSampler):
         self._boundaries.rebuild(end, cursor=cursor, is_full=is_full)
 
     def reset(self) -> None:
-        """Forget every trajectory (the ring was emptied)."""
-        self._boundaries = OnlineBoundaries(
-            self._boundaries.capacity, device=self._boundaries.device
-        )
+        """Forget every trajectory (the ring was emptied), in place: copies made by
+        :meth:`with_weighting` share the boundaries and must see it too."""
+        self._boundaries.clear()
 
     def trajectories(self) -> TrajectoryTable:
         return self._boundaries.table()

@@ -9,6 +9,7 @@ passed, so a bad batch never leaves a ring half-written.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -168,7 +169,9 @@ class TensorRows:
         absent: Leaves of ``arrays`` to leave out.
 
     Raises:
-        ValueError: the leaves disagree on the row count or the env count.
+        TypeError: a leaf is not a dense tensor of a storable dtype (as a batch's leaves).
+        ValueError: a leaf lacks the batch axes, a key path is also the group of another, or
+            the leaves disagree on the row count or the env count.
     """
 
     def __init__(
@@ -177,6 +180,14 @@ class TensorRows:
         batch_dims: int,
         absent: frozenset[KeyPath] = frozenset(),
     ) -> None:
+        for path, tensor in arrays.items():
+            leaf_tensor(tensor, batch_dims, where=f"rows{format_key_path(path)}")
+        for shorter, longer in itertools.pairwise(sorted(arrays)):
+            if longer[: len(shorter)] == shorter:  # sorted: a prefix comes right before
+                raise ValueError(
+                    f"rows: leaf {format_key_path(shorter)} is also a group holding "
+                    f"{format_key_path(longer)}; key paths cannot nest into a leaf"
+                )
         self._arrays = dict(arrays)
         self._batch_dims = batch_dims
         self.spec: Spec = {

@@ -298,7 +298,9 @@ class RingStorage:
                 self.spec = spec
                 raise
         if self.spec is not None and count:
-            source.read_into({path: view[:count] for path, view in self._views.items()})
+            # No autograd: a source that requires grad must not make the rows part of a graph.
+            with torch.no_grad():
+                source.read_into({path: view[:count] for path, view in self._views.items()})
         self.cursor = cursor
         self.is_full = is_full
 

@@ -219,7 +219,8 @@ class TrajectoryDictBuffer(WindowedBuffer):
 
     @property
     def priorities(self) -> torch.Tensor:
-        """``[n]`` float32 sampling weight of each trajectory, summing to 1 (set them with
+        """``[n]`` float32 sampling weight of each trajectory, summing to 1: the live tensor
+        the sampler draws with (clone it to keep a copy; set them with
         :meth:`update_priorities`, which checks them)."""
         return self._sampler.priorities
 

@@ -354,9 +354,11 @@ class WindowedBuffer(Buffer):
     def with_weighting(self: W, weighting: Weighting) -> W:
         """A view of this buffer that samples windows with ``weighting``.
 
-        The view shares the rows, trajectories, priorities and generator (a shallow copy), so
-        it is for sampling only (pass ``generator=`` to leave the shared stream alone); this
-        buffer is not changed. Used to compare weightings on one loaded buffer.
+        The view shares the rows, trajectories and generator (a shallow copy) and has the
+        priorities as they are when it is made (a later ``update_priorities`` on either side
+        does not reach the other), so it is for sampling only (pass ``generator=`` to leave the
+        shared stream alone); this buffer is not changed. Used to compare weightings on one
+        loaded buffer.
 
         Raises:
             ValueError: ``weighting`` is not ``"trajectory"`` or ``"window"``.

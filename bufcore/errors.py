@@ -28,12 +28,14 @@ class CorruptFileError(ValueError):
 
     Attributes:
         path: The file.
+        problem: What is wrong with it (the message without the label and path).
     """
 
     label = "corrupt file"
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = Path(path)
+        self.problem = problem
         super().__init__(f"{self.label} {self.path}: {problem}")
 
 

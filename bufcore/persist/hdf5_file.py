@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from bufcore.errors import CorruptFileError
+from bufcore.errors import CorruptCheckpointError, CorruptFileError
 from bufcore.persist.checkpoint.format import storage_dtype
 from bufcore.persist.checkpoint.read_payload import PayloadReader
 from bufcore.tree import Spec, unflatten
@@ -49,8 +49,7 @@ def read_row_datasets(
         CorruptFileError: ``path`` is not a regular file or not HDF5; it holds groups, links,
             external or virtual data, or non-numeric datasets; its datasets disagree on their
             leading axes, have fewer than ``batch_dims`` axes, or a name is both a leaf and the
-            prefix of another (a :class:`~bufcore.errors.CorruptCheckpointError`, naming the
-            file).
+            prefix of another (naming the file).
         MemoryError: the rows do not fit in memory.
     """
     file = Path(path)
@@ -73,6 +72,9 @@ def read_row_datasets(
             key: torch.empty((*lead, *leaf.shape), dtype=leaf.dtype) for key, leaf in spec.items()
         }
         reader.read_leaves(rows)
+    except CorruptCheckpointError as err:
+        # The reader is the checkpoint's; this file is no checkpoint, so say what it is.
+        raise CorruptFileError(err.path, err.problem) from err
     finally:
         reader.close()
     bits = storage_dtype(torch.bfloat16)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from bufcore.errors import CorruptFileError
+from bufcore.errors import CorruptCheckpointError, CorruptFileError
 from bufcore.persist.hdf5_file import read_row_datasets
 from bufcore.tree import LeafSpec
 
@@ -120,3 +120,13 @@ def test_groups_are_refused(tmp_path: Path) -> None:
         h5.create_dataset("observation/state", data=np.ones((2, 1)))
     with pytest.raises(CorruptFileError, match="unexpected groups"):
         read_row_datasets(tmp_path / "b.hdf5", "-", batch_dims=1)
+
+
+def test_a_malformed_file_is_a_corrupt_file_not_a_corrupt_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "rows.hdf5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("a", data=np.zeros((3, 1), dtype=np.float32))
+        f.create_dataset("b", data=np.zeros((4, 1), dtype=np.float32))
+    with pytest.raises(CorruptFileError, match=r"^corrupt file .*rows\.hdf5: ") as caught:
+        read_row_datasets(path, "-", batch_dims=1)
+    assert not isinstance(caught.value, CorruptCheckpointError)

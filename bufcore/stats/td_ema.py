@@ -90,7 +90,7 @@ class TDStatsEMA:
     Raises:
         TypeError: ``device`` is not a str or ``torch.device``; ``momentum`` is not a number;
             ``warmup_steps`` is not an int.
-        ValueError: the device is not usable here; ``momentum`` outside (0, 1];
+        ValueError: the device is not usable here (or is ``meta``); ``momentum`` outside (0, 1];
             ``warmup_steps`` outside [0, 2**63 - 1].
     """
 
@@ -98,6 +98,8 @@ class TDStatsEMA:
         self, device: str | torch.device, momentum: float = 0.1, warmup_steps: int = 10
     ) -> None:
         usable = check_usable_device(check_device(device))
+        if usable.type == "meta":
+            raise ValueError("device: 'meta' holds no values, so the statistics could not be read")
         self._momentum = check_momentum(momentum)
         # Bounded so that the step counter (int64) can be compared with it.
         self._warmup_steps = check_int(warmup_steps, "warmup_steps", minimum=0, maximum=_MAX_COUNT)

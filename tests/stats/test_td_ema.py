@@ -549,3 +549,8 @@ def test_from_state_dict_refuses_a_malformed_state_naming_the_key() -> None:
     with pytest.raises(StateError, match="ema_std"):
         TDStatsEMA.from_state_dict({"ema_mean": 0.0, "ema_std": -1.0, "step_count": 0},
                                    device="cpu")
+
+
+def test_a_meta_device_is_refused_since_the_statistics_could_never_be_read() -> None:
+    with pytest.raises(ValueError, match="device: 'meta'"):
+        TDStatsEMA("meta")

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import subprocess
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,3 +78,26 @@ TINY_DEMO = DemoOptions(
     steps=60, motions=3, envs=4, capacity=30, z_capacity=64, eval_every=30, min_length=12,
     max_length=30, batch_size=64,
 )
+
+
+def interrupt_once_serving(process: subprocess.Popen[str], port: int) -> tuple[str, str]:
+    """Wait (up to 60 s) until the dashboard ``process`` answers its health check on
+    ``port``, press Ctrl-C (SIGINT), and return its stdout and stderr; it is killed if it
+    outlives the test."""
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as reply:
+                    assert reply.read() == b"ok"
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.3)
+        process.send_signal(signal.SIGINT)
+        return process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()

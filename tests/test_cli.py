@@ -8,14 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import torch
 
 from bufcore import DictBuffer, load_buffer
+from tests.support import interrupt_once_serving
 
 # A demo small enough for a subprocess test.
 SMALL_DEMO = (
@@ -244,23 +243,7 @@ def test_ctrl_c_stops_bufcore_dashboard_with_one_line_and_exit_130(tmp_path: Pat
          "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as reply:
-                    assert reply.read() == b"ok"
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.3)
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    _, err = interrupt_once_serving(process, port)
     assert (process.returncode, err.splitlines()[-1]) == (130, "python -m app: stopped")
     assert "Traceback" not in err and "interrupted" not in err
 

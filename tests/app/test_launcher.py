@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 import app.__main__ as launcher
 from app.sources import ROOTS_ENV, RUNS_ENV, DashboardConfig
+from tests.support import interrupt_once_serving
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,23 +112,7 @@ def test_the_dashboard_serves_on_its_port_and_ctrl_c_stops_it_with_exit_130(
         [sys.executable, "-m", "app", str(demo_run), "--port", str(port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as reply:
-                    assert reply.read() == b"ok"
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.3)
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    out, err = interrupt_once_serving(process, port)
     assert process.returncode == 130
     assert out.splitlines()[0] == f"bufcore dashboard: http://127.0.0.1:{port}/  (Ctrl-C stops it)"
     assert err.splitlines()[-1] == "python -m app: stopped"

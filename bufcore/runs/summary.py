@@ -313,13 +313,7 @@ def window_settings(source: str | os.PathLike[str] | Buffer) -> WindowSettings:
             trajectory buffer (no ``seq_length``); names the file and field.
     """
     if isinstance(source, WindowedBuffer):
-        window = WindowOptions(
-            seq_length=source.seq_length,
-            output_key_t=source.output_key_t,
-            output_key_tp1=source.output_key_tp1,
-            end_key=source.end_key,
-            weighting=source.weighting,
-        )
+        window = source._window  # the buffer's own validated options, not a rebuilt copy
         motion_key = getattr(source, "motion_id_key", None)
         saved = getattr(source, "priorities", None)
         ids = getattr(source, "motion_ids", None)

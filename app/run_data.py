@@ -8,10 +8,12 @@ here reads buffer rows: summaries read metadata only (:mod:`bufcore.inspect`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.sources import OutsideRootsError, inside_roots
 from bufcore import (
     DictBuffer,
     KeyPathError,
@@ -110,12 +112,18 @@ def save_base(source: Path, kind: str) -> Path:
     return source.parent if kind == RUN_CHECKPOINT else source
 
 
-def read_source(path: Path) -> SourceData:
+def read_source(path: Path, *, roots: Sequence[Path]) -> SourceData:
     """Summarize the source at ``path`` part by part (never raises for a damaged part).
+
+    Every part is read only where it resolves inside ``roots``: a ``checkpoint/``, buffer,
+    ``run.json`` or ``reprioritized/`` that is a link out of them carries that error instead
+    (:func:`~app.sources.inside_roots`), and nothing behind the link is read.
 
     Raises:
         ValueError: ``path`` is not a source at all (the message says what was expected).
+        OutsideRootsError: ``path`` itself resolves outside ``roots``.
     """
+    path = inside_roots(path, roots)
     kind = source_kind(path)
     if kind is None:
         raise ValueError(
@@ -123,21 +131,27 @@ def read_source(path: Path) -> SourceData:
             "directory (expected metrics.jsonl, checkpoint/, run.json, buffers/ or config.json)"
         )
     if kind == BUFFER_CHECKPOINT:
-        return SourceData(path, kind, (_buffer(path),), None, None, False, ())
+        return SourceData(path, kind, (_buffer(path, roots),), None, None, False, ())
     errors: list[str] = []
     checkpoint = checkpoint_dir(path)
     run = None
     buffers: tuple[BufferEntry, ...] = ()
     if checkpoint is not None and checkpoint.is_dir():
-        buffers = tuple(_buffer(folder) for folder in buffer_dirs(checkpoint))
+        buffers = tuple(_buffer(folder, roots) for folder in buffer_dirs(checkpoint))
         if (checkpoint / RUN_STATE).exists():
             try:
+                inside_roots(checkpoint / RUN_STATE, roots)
                 run = summarize_run_checkpoint(checkpoint)
             except READ_ERRORS as err:
                 errors.append(str(err))
     saved = save_base(path, kind) / REPRIORITIZED_DIR
+    try:
+        versions = _versions(inside_roots(saved, roots))
+    except OutsideRootsError as err:
+        versions, errors = [], [*errors, str(err)]
     buffers += tuple(
-        _buffer(folder, f"{REPRIORITIZED_DIR}/{folder.name}") for folder in _versions(saved)
+        _buffer(saved / folder.name, roots, f"{REPRIORITIZED_DIR}/{folder.name}")
+        for folder in versions
     )
     metrics = None
     has_log = (path / METRICS_FILE).exists()
@@ -149,9 +163,10 @@ def read_source(path: Path) -> SourceData:
     return SourceData(path, kind, buffers, run, metrics, has_log, tuple(errors))
 
 
-def _buffer(folder: Path, name: str | None = None) -> BufferEntry:
+def _buffer(folder: Path, roots: Sequence[Path], name: str | None = None) -> BufferEntry:
     name = folder.name if name is None else name
     try:
+        inside_roots(folder, roots)
         return BufferEntry(name, folder, summarize_checkpoint(folder))
     except READ_ERRORS as err:
         return BufferEntry(name, folder, None, str(err))

@@ -117,13 +117,29 @@ def resolve_under_roots(text: str | os.PathLike[str], roots: Iterable[Path]) -> 
         raise ValueError(f"{typed!r:.200}: a path cannot hold a null byte")
     resolved = [candidate.resolve() for candidate in candidates]
     chosen = next((path for path in resolved if _exists(path)), resolved[0] if resolved else raw)
-    if not any(chosen == root or chosen.is_relative_to(root) for root in roots):
+    return inside_roots(chosen, roots)
+
+
+def inside_roots(path: Path, roots: Iterable[Path]) -> Path:
+    """``path`` resolved (every symbolic link on the way followed), if it lies inside a root.
+
+    The one check behind every path the dashboard reads or writes: a typed path, and each part
+    of a listed run (its ``checkpoint/``, each buffer, ``run.json``, ``reprioritized/``), since
+    any of them may be a link out of the roots.
+
+    Raises:
+        OutsideRootsError: it resolves outside every root (names where it leads and the roots).
+    """
+    roots = tuple(roots)
+    resolved = path.resolve()
+    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
         allowed = ", ".join(map(str, roots)) or "none configured"
+        leads = "" if resolved == path else f" (it leads to {resolved})"
         raise OutsideRootsError(
-            f"{chosen}: outside the dashboard's roots ({allowed}); start it with "
+            f"{path}{leads}: outside the dashboard's roots ({allowed}); start it with "
             f"`bufcore dashboard --root DIR` to open other directories"
         )
-    return chosen
+    return resolved
 
 
 def _exists(path: Path) -> bool:

@@ -34,7 +34,14 @@ from app.run_data import (
     read_log,
     read_source,
 )
-from app.sources import DashboardConfig, OutsideRootsError, Source, discover, resolve_under_roots
+from app.sources import (
+    DashboardConfig,
+    OutsideRootsError,
+    Source,
+    discover,
+    inside_roots,
+    resolve_under_roots,
+)
 from app.trajectory_stats import (
     MotionLengths,
     Trajectories,
@@ -67,10 +74,21 @@ def dashboard_config() -> DashboardConfig:
     return DashboardConfig.from_environment()
 
 
+def confined(path: Path) -> Path:
+    """``path`` resolved, checked to lie inside the dashboard's roots before anything under
+    it is read (entries come from a summary that was checked already; this holds even if a
+    link was swapped in since).
+
+    Raises:
+        OutsideRootsError: it resolves outside every root (a ValueError, so in READ_ERRORS).
+    """
+    return inside_roots(path, dashboard_config().roots)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
-def _cached_source(path: str, key: Fingerprint) -> SourceData:
+def _cached_source(path: str, roots: tuple[str, ...], key: Fingerprint) -> SourceData:
     del key  # part of the cache key only
-    return read_source(Path(path))
+    return read_source(Path(path), roots=tuple(map(Path, roots)))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -80,8 +98,10 @@ def _cached_log(path: str, key: Fingerprint) -> MetricsLog:
 
 
 def load_source(path: Path) -> SourceData:
-    """The source's summaries, cached until a file under it changes (the log excluded)."""
-    return _cached_source(str(path), fingerprint(path, skip=(METRICS_FILE,)))
+    """The source's summaries, cached until a file under it changes (the log excluded); only
+    the parts that resolve inside the dashboard's roots are read."""
+    roots = tuple(map(str, dashboard_config().roots))
+    return _cached_source(str(path), roots, fingerprint(path, skip=(METRICS_FILE,)))
 
 
 def load_log(path: Path) -> MetricsLog:
@@ -218,7 +238,7 @@ def index_buffer(path: Path) -> Any:
     Raises:
         Whatever :func:`bufcore.load_buffer` raises for a damaged checkpoint (READ_ERRORS).
     """
-    return _cached_index(str(path), fingerprint(path))
+    return _cached_index(str(confined(path)), fingerprint(path))
 
 
 def session_priorities(buffer_path: Path) -> np.ndarray | None:
@@ -250,7 +270,7 @@ def stored_leaf(path: Path, key_path: Sequence[str]) -> np.ndarray:
     Raises:
         READ_ERRORS for a damaged checkpoint; KeyPathError: no leaf at ``key_path``.
     """
-    return _cached_leaf(str(path), tuple(key_path), fingerprint(path))
+    return _cached_leaf(str(confined(path)), tuple(key_path), fingerprint(path))
 
 
 def end_flags(path: Path, key_path: Sequence[str]) -> np.ndarray | None:
@@ -290,7 +310,7 @@ def trajectories_of(
         st.info(f"{entry.path}: the buffer is empty (nothing written yet).")
         return None
     try:
-        settings = window_settings(entry.path)
+        settings = window_settings(confined(entry.path))
         end = stored_leaf(entry.path, settings.end_path)
         if expert:
             if settings.motion_path is None:

@@ -4,12 +4,15 @@ Nothing here writes, and nothing loads a whole buffer; every name is a stable pu
 tool that looks inside bufcore's files never reaches into a private module:
 
 - **Source kinds** (:func:`source_kind`): whether a directory is a buffer checkpoint, a run
-  checkpoint, a run directory or a BFM-Zero work directory, judged by its entry names;
+  checkpoint, a run directory or a BFM-Zero work directory, judged by its entry names (a
+  config.json counts only beside a buffer.hdf5 and naming a ``__target__``:
+  :func:`is_buffer_checkpoint`);
   :func:`buffer_dirs` lists a run checkpoint's buffers; :func:`inspect_path` summarizes all of
   a path (stopping at the first damaged file), :func:`render` and :func:`to_json` lay that out.
 - **Summaries** (metadata only, never rows): :func:`summarize_checkpoint` for a buffer
   checkpoint, :func:`summarize_run_checkpoint` for ``run.json``, :func:`summarize_metrics` for
-  ``metrics.jsonl``; :func:`read_run_state` and the curriculum parsers
+  ``metrics.jsonl``, :func:`summarize_train_status` for BFM-Zero's ``train_status.json``;
+  :func:`read_run_state` and the curriculum parsers
   (:func:`options_from_state`, :func:`rounds_from_state`) for what run.json saved.
 - **Single-leaf reads** (:func:`read_leaf`): rows of one stored leaf, verified block by block.
 - **Window settings** (:func:`window_settings`): how a trajectory buffer samples, with
@@ -18,7 +21,8 @@ tool that looks inside bufcore's files never reaches into a private module:
   weight a drawn window comes from each trajectory), :func:`start_counts` and
   :func:`window_counts` (valid window starts per trajectory).
 - The names of a run directory's files (:data:`METRICS_FILE`, :data:`CHECKPOINT_DIR`,
-  :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`), :func:`format_key_path` and
+  :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`, :data:`TRAIN_STATUS`),
+  :func:`format_key_path` and
   :func:`human_bytes` for display, and :data:`PRIORITY_MODES`.
 
 Each buffer's saved config is parsed by its class's one parser; files are read by
@@ -35,6 +39,7 @@ from bufcore.persist.run_checkpoint import (
     CHECKPOINT_DIR,
     METRICS_FILE,
     RUN_STATE,
+    TRAIN_STATUS,
     read_run_state,
 )
 from bufcore.runs.leaf_read import read_leaf
@@ -47,6 +52,7 @@ from bufcore.runs.sources import (
     buffer_dirs,
     human_bytes,
     inspect_path,
+    is_buffer_checkpoint,
     render,
     source_kind,
     to_json,
@@ -59,10 +65,12 @@ from bufcore.runs.summary import (
     RunCheckpointSummary,
     SpecRow,
     TDEMASummary,
+    TrainStatusSummary,
     WindowSettings,
     summarize_checkpoint,
     summarize_metrics,
     summarize_run_checkpoint,
+    summarize_train_status,
     window_settings,
 )
 from bufcore.sampling.windows import (
@@ -86,6 +94,7 @@ __all__ = [
     "RUN_CHECKPOINT",
     "RUN_DIRECTORY",
     "RUN_STATE",
+    "TRAIN_STATUS",
     "WEIGHTINGS",
     "CheckpointSummary",
     "CurriculumSummary",
@@ -96,6 +105,7 @@ __all__ = [
     "RunCheckpointSummary",
     "SpecRow",
     "TDEMASummary",
+    "TrainStatusSummary",
     "TrajectoryTable",
     "Weighting",
     "WindowSettings",
@@ -103,6 +113,7 @@ __all__ = [
     "format_key_path",
     "human_bytes",
     "inspect_path",
+    "is_buffer_checkpoint",
     "options_from_state",
     "read_leaf",
     "read_run_state",
@@ -113,6 +124,7 @@ __all__ = [
     "summarize_checkpoint",
     "summarize_metrics",
     "summarize_run_checkpoint",
+    "summarize_train_status",
     "to_json",
     "window_counts",
     "window_settings",

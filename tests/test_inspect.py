@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,75 @@ def test_source_kind_names_each_kind_of_directory(demo: Path, where: str, kind: 
 def test_a_work_directory_with_only_buffers_is_a_bfm_zero_work_directory(tmp_path: Path) -> None:
     DictBuffer(capacity=4).save(tmp_path / "checkpoint" / "buffers" / "train")
     assert view.source_kind(tmp_path) == view.BFM_ZERO_WORKDIR
+
+
+BFM_ZERO = Path(__file__).resolve().parent / "fixtures" / "bfm_zero_workdir"
+
+
+@pytest.mark.parametrize(
+    ("where", "kind"),
+    [
+        ("", view.BFM_ZERO_WORKDIR),
+        ("checkpoint", view.RUN_CHECKPOINT),
+        ("checkpoint/buffers/train", view.BUFFER_CHECKPOINT),
+        ("checkpoint/model", None),
+    ],
+)
+def test_source_kind_reads_a_bfm_zero_work_directory_as_bfm_zero_writes_it(
+    where: str, kind: str | None
+) -> None:
+    assert view.source_kind(BFM_ZERO / where if where else BFM_ZERO) == kind
+
+
+def bfm_zero_payload(folder: Path, config: bytes | None) -> Path:
+    """``folder`` holding a BFM-Zero buffer.hdf5 and, unless None, ``config`` as config.json."""
+    shutil.copytree(BFM_ZERO / "checkpoint" / "buffers" / "train", folder)
+    if config is None:
+        (folder / view.CONFIG_FILE).unlink()
+    else:
+        (folder / view.CONFIG_FILE).write_bytes(config)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("config", "is_buffer"),
+    [
+        pytest.param(b'{"name": "FBcprAuxAgent", "model": {}}', False, id="an agent config"),
+        pytest.param(b'{"__target__": "os.system"}', True, id="an unknown target"),
+        pytest.param(b"{oops", True, id="damaged: the load names it"),
+        pytest.param(b"[1, 2]", True, id="not an object: the load names it"),
+        pytest.param(None, True, id="no config: the load names it"),
+    ],
+)
+def test_a_config_json_beside_buffer_hdf5_is_a_buffer_unless_it_names_no_target(
+    tmp_path: Path, config: bytes | None, is_buffer: bool
+) -> None:
+    folder = bfm_zero_payload(tmp_path / "ckpt", config)
+    assert view.is_buffer_checkpoint(folder) is is_buffer
+
+
+def test_a_config_json_with_a_target_but_no_buffer_hdf5_is_not_a_buffer(tmp_path: Path) -> None:
+    (tmp_path / view.CONFIG_FILE).write_text('{"__target__": "bufcore.DictBuffer"}')
+    assert view.source_kind(tmp_path) is None
+
+
+def test_a_fifo_as_config_json_is_taken_as_damage_without_blocking(tmp_path: Path) -> None:
+    folder = bfm_zero_payload(tmp_path / "ckpt", None)
+    os.mkfifo(folder / view.CONFIG_FILE)
+    assert view.is_buffer_checkpoint(folder) is True
+
+
+def test_the_committed_bfm_zero_fixture_is_what_its_maker_writes(tmp_path: Path) -> None:
+    from tests.fixtures.make_bfm_zero_workdir import write
+
+    write(tmp_path / "work")
+    made = sorted(p.relative_to(tmp_path / "work") for p in (tmp_path / "work").rglob("*"))
+    assert made == sorted(p.relative_to(BFM_ZERO) for p in BFM_ZERO.rglob("*"))
+    for name in made:
+        if name.suffix == ".json":
+            assert json.loads((BFM_ZERO / name).read_text()) == json.loads(
+                (tmp_path / "work" / name).read_text()
+            )
 
 
 def test_run_state_and_the_curriculum_parsers_read_what_the_run_saved(demo: Path) -> None:

@@ -36,6 +36,8 @@ RUN_FORMAT = "bufcore-run-checkpoint"
 RUN_VERSION = 1
 RUN_STATE = "run.json"
 BUFFERS = "buffers"
+# BFM-Zero's own record of its checkpoint's moment, beside its buffers: {"time": <env steps>}.
+TRAIN_STATUS = "train_status.json"
 
 
 def save_run_checkpoint(
@@ -127,3 +129,17 @@ def read_run_state(path: str | os.PathLike[str]) -> dict[str, Any]:
                 where, f"run[{field!r}]: expected {expected!r}, got {found!r:.80}"
             )
     return state
+
+
+def read_train_status(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``train_status.json`` BFM-Zero writes in its checkpoint directory ``path``.
+
+    Read through the directory handle as checkpoint files are (no symbolic link is followed,
+    a FIFO is refused); what its fields mean is the summary's business.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a directory.
+        CorruptCheckpointError: the file is missing, not a regular file or not a JSON object.
+    """
+    with CheckpointSnapshot(Path(path)) as snapshot:
+        return parse_json(snapshot.read(TRAIN_STATUS), snapshot.path / TRAIN_STATUS)

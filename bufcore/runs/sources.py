@@ -2,16 +2,17 @@
 
 A path may be (checked in this order):
 
-- a buffer checkpoint directory (``config.json``, ``buffer.hdf5``, maybe ``manifest.json`` and
-  ``state.json``; bufcore's or BFM-Zero's own);
+- a buffer checkpoint directory (``config.json`` naming a ``__target__`` beside
+  ``buffer.hdf5``, maybe ``manifest.json`` and ``state.json``; bufcore's or BFM-Zero's own);
 - a run checkpoint directory (``run.json`` and/or ``buffers/<name>/``);
 - a run directory (``metrics.jsonl`` and/or ``checkpoint/``), or a BFM-Zero work directory
-  (``checkpoint/buffers/<name>/``, other files ignored).
+  (``checkpoint/buffers/<name>/`` beside BFM-Zero's own ``config.json`` files,
+  ``train_status.json`` and ``model/``; other files ignored).
 
 Everything is read through :mod:`bufcore.runs.summary` (no rows are read); this module only
-looks at which entries exist. :func:`inspect_path` returns an :class:`Inspection` (what
-``bufcore inspect`` shows); :func:`render` turns it into lines and :func:`to_json` into plain
-JSON-ready data.
+looks at which entries exist (and whether a config.json names a buffer's ``__target__``).
+:func:`inspect_path` returns an :class:`Inspection` (what ``bufcore inspect`` shows);
+:func:`render` turns it into lines and :func:`to_json` into plain JSON-ready data.
 """
 
 from __future__ import annotations
@@ -24,15 +25,23 @@ from pathlib import Path
 from typing import Any
 
 from bufcore.checks import check_bool
-from bufcore.persist.checkpoint import CONFIG, MANIFEST, PAYLOAD
-from bufcore.persist.run_checkpoint import BUFFERS, CHECKPOINT_DIR, METRICS_FILE, RUN_STATE
+from bufcore.persist.checkpoint import CONFIG, MANIFEST, PAYLOAD, holds_buffer_config
+from bufcore.persist.run_checkpoint import (
+    BUFFERS,
+    CHECKPOINT_DIR,
+    METRICS_FILE,
+    RUN_STATE,
+    TRAIN_STATUS,
+)
 from bufcore.runs.summary import (
     CheckpointSummary,
     MetricsSummary,
     RunCheckpointSummary,
+    TrainStatusSummary,
     summarize_checkpoint,
     summarize_metrics,
     summarize_run_checkpoint,
+    summarize_train_status,
 )
 from bufcore.tree import format_key_path
 
@@ -58,6 +67,8 @@ class Inspection:
         buffers: ``(name, summary)`` of each buffer checkpoint, by name.
         run: run.json's summary, or None when there is none.
         metrics: metrics.jsonl's summary, or None when there is none.
+        train_status: BFM-Zero's ``checkpoint/train_status.json`` (the env step it saved
+            at), or None when there is none.
     """
 
     path: Path
@@ -65,6 +76,7 @@ class Inspection:
     buffers: tuple[tuple[str, CheckpointSummary], ...]
     run: RunCheckpointSummary | None = None
     metrics: MetricsSummary | None = None
+    train_status: TrainStatusSummary | None = None
 
 
 def inspect_path(path: str | os.PathLike[str], *, verify: bool = False) -> Inspection:
@@ -96,18 +108,22 @@ def inspect_path(path: str | os.PathLike[str], *, verify: bool = False) -> Inspe
         summary = summarize_checkpoint(root, verify=verify)
         return Inspection(root, kind, ((root.name, summary),))
     if kind == RUN_CHECKPOINT:
-        return Inspection(root, kind, *_checkpoint(root, verify))
+        buffers, run = _checkpoint(root, verify)
+        return Inspection(root, kind, buffers, run, train_status=_train_status(root))
     checkpoint = root / CHECKPOINT_DIR
     has_checkpoint = checkpoint.is_dir() and _is_run_checkpoint(checkpoint)
     buffers, run = _checkpoint(checkpoint, verify) if has_checkpoint else ((), None)
     has_metrics = _exists(root / METRICS_FILE)
     return Inspection(
-        root, kind, buffers, run, summarize_metrics(root) if has_metrics else None
+        root, kind, buffers, run, summarize_metrics(root) if has_metrics else None,
+        _train_status(checkpoint) if has_checkpoint else None,
     )
 
 
 def source_kind(path: Path) -> str | None:
-    """What the directory ``path`` is, judged by its entry names alone (nothing is opened).
+    """What the directory ``path`` is, judged by its entry names (and, for a config.json
+    beside a buffer.hdf5, whether that config names a ``__target__``; see
+    :func:`is_buffer_checkpoint`).
 
     Returns:
         :data:`BUFFER_CHECKPOINT`, :data:`RUN_CHECKPOINT`, :data:`RUN_DIRECTORY`,
@@ -115,7 +131,7 @@ def source_kind(path: Path) -> str | None:
     """
     if not path.is_dir():
         return None
-    if any(_exists(path / name) for name in (CONFIG, PAYLOAD, MANIFEST)):
+    if is_buffer_checkpoint(path):
         return BUFFER_CHECKPOINT
     if _is_run_checkpoint(path):
         return RUN_CHECKPOINT
@@ -125,6 +141,23 @@ def source_kind(path: Path) -> str | None:
     if has_metrics or (has_checkpoint and _exists(checkpoint / RUN_STATE)):
         return RUN_DIRECTORY
     return BFM_ZERO_WORKDIR if has_checkpoint else None
+
+
+def is_buffer_checkpoint(path: Path) -> bool:
+    """Whether the directory ``path`` is a buffer checkpoint, whole or damaged (DESIGN §3).
+
+    A manifest.json makes it one (bufcore's). A config.json makes it one only beside a
+    buffer.hdf5 and when it names a ``__target__`` (or cannot be read, which the loader then
+    reports): BFM-Zero keeps its workspace config in the work directory and its agent config in
+    ``checkpoint/``, beside ``buffers/``. A buffer.hdf5 without a config.json is a damaged one.
+    Only config.json is ever opened, and only beside a buffer.hdf5.
+    """
+    if _exists(path / MANIFEST):
+        return True
+    has_payload = _exists(path / PAYLOAD)
+    if not _exists(path / CONFIG):
+        return has_payload
+    return has_payload and holds_buffer_config(path)
 
 
 def _exists(path: Path) -> bool:
@@ -146,6 +179,13 @@ def _checkpoint(
         for folder in buffer_dirs(checkpoint)
     )
     return buffers, run
+
+
+def _train_status(checkpoint: Path) -> TrainStatusSummary | None:
+    """BFM-Zero's train_status.json in ``checkpoint``, when there is one."""
+    if not _exists(checkpoint / TRAIN_STATUS):
+        return None
+    return summarize_train_status(checkpoint)
 
 
 def buffer_dirs(checkpoint: Path) -> list[Path]:
@@ -181,6 +221,10 @@ def render(inspection: Inspection) -> list[str]:
         lines += _run_lines(inspection.run)
     else:
         lines.append("run.json: none")
+    if inspection.train_status is not None:
+        lines.append(
+            f"train_status.json: saved at env step {inspection.train_status.time} (BFM-Zero)"
+        )
     if not inspection.buffers:
         lines.append("buffers: none")
     for name, summary in inspection.buffers:

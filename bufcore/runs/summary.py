@@ -11,7 +11,8 @@ Everything here answers "what is in there?" without reading a buffer's rows:
 - :func:`window_settings`: how a trajectory buffer samples windows, with ``need``, the rows one
   window reads, so nobody re-derives it.
 - :func:`summarize_run_checkpoint` and :func:`summarize_metrics`: a run directory's
-  ``checkpoint/run.json`` and ``metrics.jsonl`` (the log's last record only).
+  ``checkpoint/run.json`` and ``metrics.jsonl`` (the log's last record only);
+  :func:`summarize_train_status`: the ``checkpoint/train_status.json`` BFM-Zero writes.
 
 Each buffer's config is parsed by its class's one parser (``saved_options``, ``saved_layout``
 of :func:`bufcore.buffers.base.buffer_class`), the curriculum's by
@@ -44,7 +45,13 @@ from bufcore.persist.checkpoint import (
     saved_ring_position,
 )
 from bufcore.persist.jsonl import count_lines
-from bufcore.persist.run_checkpoint import METRICS_FILE, RUN_STATE, read_run_state
+from bufcore.persist.run_checkpoint import (
+    METRICS_FILE,
+    RUN_STATE,
+    TRAIN_STATUS,
+    read_run_state,
+    read_train_status,
+)
 from bufcore.sampling.windows import Weighting
 from bufcore.tree import KeyPath, as_key_path, dtype_name
 
@@ -530,6 +537,36 @@ def _td_ema(td_ema: Field) -> TDEMASummary:
         warmup_steps=td_ema.key("warmup_steps").integer(minimum=0),
         nonfinite_count=td_ema.key("nonfinite_count").integer(minimum=0),
     )
+
+
+@dataclass(frozen=True)
+class TrainStatusSummary:
+    """The ``train_status.json`` a BFM-Zero checkpoint directory holds.
+
+    Attributes:
+        path: The file.
+        time: Env steps trained when the checkpoint was saved (BFM-Zero's ``time``).
+    """
+
+    path: Path
+    time: int
+
+
+def summarize_train_status(checkpoint: str | os.PathLike[str]) -> TrainStatusSummary:
+    """Summarize BFM-Zero's ``train_status.json`` in the checkpoint directory ``checkpoint``.
+
+    Raises:
+        FileNotFoundError: ``checkpoint`` is not a directory.
+        CorruptCheckpointError: the file is missing, not a JSON object, or its ``time`` is not
+            an int >= 0 (names the file and field).
+    """
+    data = read_train_status(checkpoint)
+    where = Path(checkpoint).absolute() / TRAIN_STATUS
+    try:
+        time = Field(data, "train_status", part="state").key("time").integer(minimum=0)
+    except StateError as err:
+        raise CorruptCheckpointError(where, str(err)) from err
+    return TrainStatusSummary(where, time)
 
 
 def summarize_metrics(run: str | os.PathLike[str]) -> MetricsSummary:

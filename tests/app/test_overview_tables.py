@@ -9,7 +9,7 @@ from app.run_data import BufferEntry, MetricsLog, read_log, read_source
 
 
 def test_buffer_rows_give_ring_position_and_sizes(demo_run: Path) -> None:
-    data = read_source(demo_run)
+    data = read_source(demo_run, roots=(demo_run,))
     train = next(row for row in buffer_rows(data.buffers) if row["buffer"] == "train")
     summary = data.buffer("train").summary  # type: ignore[union-attr]
     assert summary is not None
@@ -25,7 +25,7 @@ def test_an_unreadable_buffer_becomes_a_row_with_its_error(tmp_path: Path) -> No
 
 
 def test_spec_rows_list_every_leaf(demo_run: Path) -> None:
-    summary = read_source(demo_run).buffer("z").summary  # type: ignore[union-attr]
+    summary = read_source(demo_run, roots=(demo_run,)).buffer("z").summary  # type: ignore[union-attr]
     assert summary is not None
     assert [row["key path"] for row in spec_rows(summary)] == ["['z']"]
 
@@ -62,7 +62,7 @@ def test_reprioritized_versions_are_listed_with_the_runs_buffers(run_copy: Path)
 
     expert = run_copy / "checkpoint" / "buffers" / "expert"
     shutil.copytree(expert, run_copy / "reprioritized" / "expert-exp-1")
-    names = [entry.name for entry in read_source(run_copy).buffers]
+    names = [entry.name for entry in read_source(run_copy, roots=(run_copy,)).buffers]
     assert names == ["expert", "train", "z", "reprioritized/expert-exp-1"]
-    from_checkpoint = read_source(run_copy / "checkpoint")
+    from_checkpoint = read_source(run_copy / "checkpoint", roots=(run_copy,))
     assert [e.name for e in from_checkpoint.buffers][-1] == "reprioritized/expert-exp-1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,38 @@ def test_a_bfm_zero_work_directory_is_inspected_ignoring_other_files(tmp_path: P
     assert data["kind"] == "BFM-Zero work directory"
     (buffer,) = data["buffers"]
     assert (buffer["format"], buffer["length"], buffer["full"]) == ("BFM-Zero", 4, True)
+
+
+# BFM-Zero's work directory as its training script writes it (see make_bfm_zero_workdir.py).
+BFM_ZERO = Path(__file__).resolve().parents[1] / "fixtures" / "bfm_zero_workdir"
+
+
+@pytest.mark.parametrize(
+    ("where", "kind"), [("", "BFM-Zero work directory"), ("checkpoint", "run checkpoint")]
+)
+def test_a_bfm_zero_work_directory_and_its_checkpoint_inspect_with_exit_0(
+    where: str, kind: str
+) -> None:
+    data = inspect_json(BFM_ZERO / where)
+    assert data["kind"] == kind
+    (buffer,) = data["buffers"]
+    assert (buffer["name"], buffer["kind"], buffer["format"]) == (
+        "train", "TrajectoryDictBufferMultiDim", "BFM-Zero"
+    )
+    assert (buffer["length"], buffer["env_count"]) == (30, 4)
+
+
+def test_a_bfm_zero_checkpoint_reports_the_env_step_of_its_train_status() -> None:
+    result = bufcore_cli("inspect", str(BFM_ZERO))
+    assert result.returncode == 0, result.stderr
+    assert "train_status.json: saved at env step 120 (BFM-Zero)" in result.stdout
+    assert inspect_json(BFM_ZERO)["train_status"]["time"] == 120
+
+
+def test_a_damaged_train_status_is_one_error_line_naming_it(tmp_path: Path) -> None:
+    shutil.copytree(BFM_ZERO, tmp_path / "work")
+    (tmp_path / "work" / "checkpoint" / "train_status.json").write_text('{"time": -3}')
+    assert_one_line_error(bufcore_cli("inspect", str(tmp_path / "work")), "train_status.json")
 
 
 def test_verify_marks_intact_checkpoints_verified(tmp_path: Path) -> None:

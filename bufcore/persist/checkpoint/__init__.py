@@ -27,6 +27,7 @@ from bufcore.persist.checkpoint.format import CONFIG, MANIFEST, PAYLOAD, STATE
 from bufcore.persist.checkpoint.read import (
     CheckpointRows,
     OpenedCheckpoint,
+    holds_buffer_config,
     load_checkpoint,
     open_checkpoint,
     saved_ring_position,
@@ -41,6 +42,7 @@ __all__ = [
     "BufferCheckpoint",
     "CheckpointRows",
     "OpenedCheckpoint",
+    "holds_buffer_config",
     "load_checkpoint",
     "open_checkpoint",
     "save_checkpoint",

@@ -331,3 +331,42 @@ def load_checkpoint(
     """
     with open_checkpoint(path, hash_payload=hash_payload) as opened:
         return build(opened)
+
+
+# A buffer's config.json is a few KB; one this large is no config a buffer wrote.
+_PEEK_BYTES = 1 << 20
+
+
+def holds_buffer_config(path: str | os.PathLike[str]) -> bool:
+    """Whether the directory's config.json could be a buffer checkpoint's (DESIGN §3).
+
+    BFM-Zero writes other ``config.json`` files too (the workspace's in its work directory, the
+    agent's in ``checkpoint/``). Only a JSON object naming no ``__target__`` is someone else's
+    config: a config.json that cannot be read or parsed is left to the loader, whose error
+    names the damage, so damage never hides a checkpoint. Like a load, it reads through the
+    directory handle (no link followed, a FIFO refused) and at most ~1 MiB.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a directory.
+    """
+    with CheckpointSnapshot(Path(path)) as snapshot:
+        where = snapshot.path / CONFIG
+        try:
+            fd = snapshot.open(CONFIG)
+        except CorruptCheckpointError:
+            return True
+        try:
+            data = b""
+            while len(data) <= _PEEK_BYTES and (chunk := os.read(fd, _PEEK_BYTES)):
+                data += chunk
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+    if len(data) > _PEEK_BYTES:
+        return True
+    try:
+        config = parse_json(data, where)
+    except CorruptCheckpointError:
+        return True
+    return "__target__" in config

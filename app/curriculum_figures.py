@@ -125,3 +125,17 @@ def preview_bars(
     figure.update_layout(barmode="group")
     figure.update_xaxes(type="category")
     return styled(figure, title=f"{what}: current vs new", x="motion id", y=what)
+
+
+def saved_probability_bars(motion_ids: np.ndarray, probability: np.ndarray) -> go.Figure:
+    """The probability that a sampled window comes from each motion under the priorities an
+    expert buffer saved (no evaluation round needed), with the uniform level."""
+    figure = go.Figure(
+        go.Bar(x=[str(m) for m in motion_ids], y=probability, marker_color="#1f77b4",
+               hovertemplate="motion %{x}: %{y:.4f}<extra></extra>")
+    )
+    figure.add_hline(y=1.0 / max(len(motion_ids), 1), line_dash="dot", line_color="grey",
+                     annotation_text="uniform")
+    figure.update_xaxes(type="category")
+    return styled(figure, title="Sampling probability per motion, as saved in the buffer",
+                  x="motion id", y="P(window from motion)")

@@ -1,4 +1,5 @@
-"""The Overview page's tables: one row per buffer, one row per stored leaf, latest metrics.
+"""The Overview page's tables and its health check: one row per buffer, one row per stored
+leaf, latest metrics; what is damaged or unusable (with the reason) and what the run lacks.
 
 Plain lists of dicts (one dict per table row, column name -> value), ready for
 ``st.dataframe``; numbers stay numbers so the table sorts them as numbers.
@@ -8,10 +9,28 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Mapping
 from typing import Any
 
-from app.run_data import BufferEntry, MetricsLog
-from bufcore.inspect import CONFIG_FILE, CheckpointSummary, format_key_path, human_bytes
+from app.run_data import (
+    EXPERT,
+    ONLINE,
+    TRANSITIONS,
+    ZVECTORS,
+    BufferEntry,
+    MetricsLog,
+    SourceData,
+)
+from bufcore.inspect import (
+    BUFFER_CHECKPOINT,
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    METRICS_FILE,
+    RUN_STATE,
+    CheckpointSummary,
+    format_key_path,
+    human_bytes,
+)
 
 # Record kinds whose latest values the Overview shows, in this order.
 LATEST_KINDS = ("train", "buffer", "eval", "checkpoint")
@@ -26,8 +45,11 @@ def saved_at(entry: BufferEntry) -> str:
     return dt.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def buffer_rows(entries: tuple[BufferEntry, ...]) -> list[dict[str, Any]]:
-    """One row per buffer: kind, rows held, ring position, size, save time (or the error)."""
+def buffer_rows(
+    entries: tuple[BufferEntry, ...], health: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """One row per buffer: kind, rows held, ring position, size, save time (or the error), and
+    with ``health`` (buffer name -> what its check found) a health column."""
     rows: list[dict[str, Any]] = []
     for entry in entries:
         s = entry.summary
@@ -47,10 +69,109 @@ def buffer_rows(entries: tuple[BufferEntry, ...]) -> list[dict[str, Any]]:
                 "when full": human_bytes(s.row_bytes * s.capacity),
                 "format": s.format,
                 "saved": saved_at(entry),
+                **({} if health is None else {"health": health.get(entry.name, "")}),
                 "error": "",
             }
         )
     return rows
+
+
+# ------------------------------------------------------------------------------ health check
+# Which pages draw from each kind of buffer, and from the log and run.json.
+USED_BY = {
+    ONLINE: "FIFO, Trajectories, Sampling lab",
+    EXPERT: "Curriculum, Trajectories, Sampling lab, Compare",
+    ZVECTORS: "FIFO, Z-buffer, Sampling lab",
+    TRANSITIONS: "FIFO, Sampling lab",
+}
+LOG_VIEWS = "Live, TD-EMA, the Curriculum's rounds and FIFO's fill over training"
+RUN_STATE_VIEWS = "the Curriculum's saved rounds and options, TD-EMA's run settings"
+
+
+def verify_size(entry: BufferEntry) -> int | None:
+    """Bytes of rows the health check hashes to verify this buffer, or None when there is
+    nothing to verify (unreadable, or BFM-Zero's format, which has no manifest)."""
+    summary = entry.summary
+    if summary is None or summary.format == "BFM-Zero":
+        return None
+    return summary.row_bytes * summary.length
+
+
+def verify_text(entry: BufferEntry, size: int) -> str:
+    """``"`train` (9.16 MiB)"``: a buffer and the bytes verifying it reads."""
+    return f"`{entry.name}` ({human_bytes(size)})"
+
+
+def buffer_health(entry: BufferEntry, damage: str | None, *, verified: bool) -> str:
+    """What the health check found for one buffer, in a few words.
+
+    Args:
+        entry: The buffer.
+        damage: Why its rows fail verification against the manifest, or None.
+        verified: Whether its rows were hashed against the manifest.
+    """
+    if entry.summary is None:
+        return "unusable"
+    if damage is not None:
+        return "damaged: rows differ from the manifest"
+    if entry.summary.format == "BFM-Zero":
+        return "opens (BFM-Zero: no manifest to verify rows against)"
+    return "ok: rows match the manifest" if verified else "opens; rows not verified yet"
+
+
+def health_problems(data: SourceData, damage: Mapping[str, str]) -> list[str]:
+    """Every reason the source is not whole, each naming the part and the file: buffers that
+    cannot be used (unknown ``__target__``, damaged small files), rows that fail verification
+    (``damage``: buffer name -> the verification error), run.json, train_status.json or the
+    log unreadable."""
+    problems = [
+        f"Buffer `{entry.name}` cannot be used: {entry.error}"
+        for entry in data.buffers if entry.error is not None
+    ]
+    problems += [
+        f"Buffer `{name}` is damaged: {reason}" for name, reason in damage.items()
+    ]
+    return problems + list(data.errors)
+
+
+def missing_parts(data: SourceData) -> list[str]:
+    """What the source lacks and which views therefore have nothing to draw (empty for a
+    lone buffer checkpoint, which is complete as it is)."""
+    if data.kind == BUFFER_CHECKPOINT:
+        return []
+    missing = []
+    if not data.buffers:
+        missing.append("No buffer checkpoint (a run saves them at its first checkpoint): the "
+                       "buffer views have nothing to draw.")
+    if not data.has_log:
+        missing.append(f"No {METRICS_FILE}: {LOG_VIEWS} have nothing to draw (they read the "
+                       "log `bufcore.RunLogger` writes).")
+    if data.run is None and not any(RUN_STATE in error for error in data.errors):
+        missing.append(f"No {CHECKPOINT_DIR}/{RUN_STATE}: {RUN_STATE_VIEWS} are not available.")
+    kinds = {entry.summary.kind for entry in data.buffers if entry.summary is not None}
+    if data.buffers and EXPERT not in kinds:
+        missing.append(f"No expert buffer ({EXPERT}): the Curriculum's priorities and "
+                       "re-prioritizing need one.")
+    if data.buffers and ZVECTORS not in kinds:
+        missing.append(f"No z buffer ({ZVECTORS}): the Z-buffer page needs one.")
+    return missing
+
+
+def healthy_text(data: SourceData, health: Mapping[str, str]) -> str:
+    """The one line saying a source with no problem is whole, and how far that was checked."""
+    parts = [f"all {len(data.buffers)} buffers open" if len(data.buffers) > 1
+             else "the buffer opens"]
+    verified = sum(text.startswith("ok") for text in health.values())
+    foreign = sum(text.startswith("opens (BFM-Zero") for text in health.values())
+    if verified:
+        parts.append(f"rows of {verified} match their manifest")
+    if foreign:
+        parts.append(f"{foreign} in BFM-Zero's format (no manifest to verify rows against)")
+    if data.run is not None:
+        parts.append(f"{RUN_STATE} reads")
+    if data.metrics is not None:
+        parts.append(f"{METRICS_FILE} reads")
+    return "Healthy: " + "; ".join(parts) + "."
 
 
 def spec_rows(summary: CheckpointSummary) -> list[dict[str, Any]]:

@@ -23,19 +23,23 @@ from bufcore import (
     read_metrics,
 )
 from bufcore.inspect import (
+    BFM_ZERO_WORKDIR,
     BUFFER_CHECKPOINT,
     CHECKPOINT_DIR,
     METRICS_FILE,
     RUN_CHECKPOINT,
     RUN_STATE,
+    TRAIN_STATUS,
     CheckpointSummary,
     MetricsSummary,
     RunCheckpointSummary,
+    TrainStatusSummary,
     buffer_dirs,
     source_kind,
     summarize_checkpoint,
     summarize_metrics,
     summarize_run_checkpoint,
+    summarize_train_status,
 )
 
 # Buffer kinds as checkpoint summaries name them (the class names).
@@ -44,6 +48,10 @@ EXPERT = TrajectoryDictBuffer.__name__
 TRANSITIONS = DictBuffer.__name__
 ZVECTORS = ZBuffer.__name__
 
+# Source kinds whose directory holds no metrics.jsonl of its own: a run checkpoint (a run's log
+# sits beside it, in the run directory) and a BFM-Zero work directory (BFM-Zero logs to CSV and
+# W&B; one that gets a metrics.jsonl counts as a run directory).
+LOGLESS_KINDS = (RUN_CHECKPOINT, BFM_ZERO_WORKDIR)
 # Where the Curriculum page saves re-prioritized expert checkpoints, under the run directory;
 # they are listed with the run's buffers as "reprioritized/<name>".
 REPRIORITIZED_DIR = "reprioritized"
@@ -80,6 +88,7 @@ class SourceData:
         metrics: ``metrics.jsonl``'s summary, or None.
         has_log: Whether the source has a ``metrics.jsonl`` (even one whose summary failed).
         errors: Messages for the parts besides buffers that could not be read.
+        train_status: BFM-Zero's ``checkpoint/train_status.json`` summary, or None.
     """
 
     path: Path
@@ -89,10 +98,35 @@ class SourceData:
     metrics: MetricsSummary | None
     has_log: bool
     errors: tuple[str, ...]
+    train_status: TrainStatusSummary | None = None
 
     def buffer(self, name: str) -> BufferEntry | None:
         """The buffer called ``name``, or None."""
         return next((entry for entry in self.buffers if entry.name == name), None)
+
+
+def contents(data: SourceData) -> str:
+    """What the source holds and lacks, in one paragraph for a page that cannot draw from it:
+    each buffer with its kind (or why it is unusable), the log and run.json."""
+    held = [
+        f"buffer `{entry.name}` ({entry.summary.kind})" if entry.summary is not None
+        else f"buffer `{entry.name}` (unusable: {entry.error})"
+        for entry in data.buffers
+    ] or ["no buffer checkpoint"]
+    if data.kind != BUFFER_CHECKPOINT:
+        held.append(f"{METRICS_FILE} ({data.metrics.records:,} records)"
+                    if data.metrics is not None else
+                    f"a damaged {METRICS_FILE}" if data.has_log else f"no {METRICS_FILE}")
+        held.append(f"{CHECKPOINT_DIR}/{RUN_STATE} (step {data.run.step:,})"
+                    if data.run is not None else f"no {CHECKPOINT_DIR}/{RUN_STATE}")
+    text = f"`{data.path}` ({data.kind}) holds " + "; ".join(held) + "."
+    if data.kind == BFM_ZERO_WORKDIR or data.train_status is not None:
+        text += (
+            " BFM-Zero checkpoints its train buffer (not its expert or z buffer) and logs to "
+            f"train_log.txt and W&B; the log views read the {METRICS_FILE} that "
+            "`bufcore.RunLogger` writes."
+        )
+    return text
 
 
 def checkpoint_dir(path: Path) -> Path | None:
@@ -134,7 +168,7 @@ def read_source(path: Path, *, roots: Sequence[Path]) -> SourceData:
         return SourceData(path, kind, (_buffer(path, roots),), None, None, False, ())
     errors: list[str] = []
     checkpoint = checkpoint_dir(path)
-    run = None
+    run = status = None
     buffers: tuple[BufferEntry, ...] = ()
     if checkpoint is not None and checkpoint.is_dir():
         buffers = tuple(_buffer(folder, roots) for folder in buffer_dirs(checkpoint))
@@ -144,11 +178,22 @@ def read_source(path: Path, *, roots: Sequence[Path]) -> SourceData:
                 run = summarize_run_checkpoint(checkpoint)
             except READ_ERRORS as err:
                 errors.append(str(err))
-    saved = save_base(path, kind) / REPRIORITIZED_DIR
-    try:
-        versions = _versions(inside_roots(saved, roots))
-    except OutsideRootsError as err:
-        versions, errors = [], [*errors, str(err)]
+        if (checkpoint / TRAIN_STATUS).exists():
+            try:
+                inside_roots(checkpoint / TRAIN_STATUS, roots)
+                status = summarize_train_status(checkpoint)
+            except READ_ERRORS as err:
+                errors.append(str(err))
+    base = save_base(path, kind)
+    saved = base / REPRIORITIZED_DIR
+    versions: list[Path] = []
+    # A run checkpoint opened on its own keeps its versions in the run directory above it,
+    # which is outside the roots when the dashboard was started on the checkpoint: not shown.
+    if _under(base, roots) and (saved.is_symlink() or saved.exists()):
+        try:
+            versions = _versions(inside_roots(saved, roots))
+        except OutsideRootsError as err:
+            errors.append(str(err))
     buffers += tuple(
         _buffer(saved / folder.name, roots, f"{REPRIORITIZED_DIR}/{folder.name}")
         for folder in versions
@@ -160,7 +205,15 @@ def read_source(path: Path, *, roots: Sequence[Path]) -> SourceData:
             metrics = summarize_metrics(path)
         except READ_ERRORS as err:
             errors.append(str(err))
-    return SourceData(path, kind, buffers, run, metrics, has_log, tuple(errors))
+    return SourceData(path, kind, buffers, run, metrics, has_log, tuple(errors), status)
+
+
+def _under(path: Path, roots: Sequence[Path]) -> bool:
+    try:
+        inside_roots(path, roots)
+    except OutsideRootsError:
+        return False
+    return True
 
 
 def _buffer(folder: Path, roots: Sequence[Path], name: str | None = None) -> BufferEntry:

@@ -24,6 +24,7 @@ from app.curriculum_history import (
     history_from_records,
 )
 from app.fingerprint import Fingerprint, fingerprint
+from app.moments import checkpoint_moment, disagreements, log_moment
 from app.query import infinite_values
 from app.run_data import (
     READ_ERRORS,
@@ -31,6 +32,7 @@ from app.run_data import (
     MetricsLog,
     SourceData,
     checkpoint_dir,
+    contents,
     read_log,
     read_source,
 )
@@ -50,7 +52,14 @@ from app.trajectory_stats import (
     from_end_flags,
 )
 from bufcore import load_buffer
-from bufcore.inspect import METRICS_FILE, WindowSettings, read_leaf, source_kind, window_settings
+from bufcore.inspect import (
+    METRICS_FILE,
+    WindowSettings,
+    read_leaf,
+    source_kind,
+    summarize_checkpoint,
+    window_settings,
+)
 
 # session_state key of the re-prioritized expert priorities (Curriculum page -> Sampling lab).
 REPRIORITIZED = "reprioritized"
@@ -133,17 +142,23 @@ def choose_source() -> Source | None:
         help="Any run directory, run checkpoint, buffer checkpoint or BFM-Zero work directory "
         "inside the dashboard's roots: " + ", ".join(map(str, config.roots)),
     )
+    opened, refusal = _open_typed(typed, config) if typed else (None, "")
+    if opened is not None:
+        st.sidebar.caption("Showing the typed path; clear the box to pick from the list.")
+        return opened
     if typed:
-        opened = _open_typed(typed, config)
-        if opened is not None:
-            st.sidebar.caption("Showing the typed path; clear the box to pick from the list.")
-            return opened
+        # In the main area too: the page must not go on showing the run picked before. The
+        # list's picker is still drawn below, so its choice stays in the URL.
+        st.sidebar.error(refusal)
+        st.error(f"Not opened: {refusal}")
+        st.info("Clear **Open a path** in the sidebar to pick a run from the list again.")
     if not sources:
-        roots = ", ".join(map(str, config.roots))
-        st.info(
-            f"No runs found under {roots}. Start one with `bufcore demo --out runs/demo --live` "
-            "or open a path in the sidebar."
-        )
+        if not typed:
+            roots = ", ".join(map(str, config.roots))
+            st.info(
+                f"No runs found under {roots}. Start one with `bufcore demo --out runs/demo "
+                "--live` or open a path in the sidebar."
+            )
         return None
     labels = [source.label for source in sources]
     label = st.sidebar.selectbox(
@@ -153,27 +168,27 @@ def choose_source() -> Source | None:
         bind="query-params",
         help="Everything found under the roots; the choice is kept in the page's URL.",
     )
+    if typed:
+        return None
     return sources[labels.index(label)] if label in labels else sources[0]
 
 
-def _open_typed(typed: str, config: DashboardConfig) -> Source | None:
+def _open_typed(typed: str, config: DashboardConfig) -> tuple[Source | None, str]:
+    """The typed path as a source, or None and why it is refused."""
     try:
         path = resolve_under_roots(typed, config.roots)
     except (OutsideRootsError, ValueError) as err:
-        st.sidebar.error(str(err))
-        return None
+        return None, str(err)
     try:
         kind = source_kind(path)
     except OSError as err:  # e.g. a name too long for the file system
-        st.sidebar.error(f"{path!s:.300}: cannot be opened ({err.strerror})")
-        return None
+        return None, f"{path!s:.300}: cannot be opened ({err.strerror})"
     if kind is None:
-        st.sidebar.error(
+        return None, (
             f"{path}: not a run directory, run checkpoint, buffer checkpoint or BFM-Zero work "
             "directory"
         )
-        return None
-    return Source(path, kind, typed.strip())
+    return Source(path, kind, typed.strip()), ""
 
 
 def source_data(source: Source) -> SourceData | None:
@@ -200,14 +215,38 @@ def choose_buffer(
     ]
     for entry in data.buffers:
         if entry.error is not None:
-            st.warning(f"buffer {entry.name!r} cannot be read: {entry.error}")
+            # An error when nothing else is left to show: the page is unusable because of it.
+            (st.warning if entries else st.error)(
+                f"Buffer `{entry.name}` is unusable: {entry.error}"
+            )
     if not entries:
-        wanted = " or ".join(kinds) if kinds else "buffer"
-        st.info(f"{data.path}: no readable {wanted} checkpoint here.")
+        show_lack(data, "a " + (" or ".join(kinds) if kinds else "buffer") + " checkpoint")
         return None
     names = [entry.name for entry in entries]
     name = st.selectbox(label, names, key=BUFFER_KEY, bind="query-params")
     return entries[names.index(name)] if name in names else entries[0]
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _cached_damage(path: str, key: Fingerprint) -> str | None:
+    del key
+    try:
+        summarize_checkpoint(path, verify=True)
+    except READ_ERRORS as err:
+        return str(err)
+    return None
+
+
+def row_damage(entry: BufferEntry) -> str | None:
+    """Why the buffer's rows fail verification against its manifest, or None when every block
+    matches. Hashes all of buffer.hdf5, once per checkpoint version (shared by sessions)."""
+    return _cached_damage(str(confined(entry.path)), fingerprint(entry.path))
+
+
+def show_lack(data: SourceData, need: str) -> None:
+    """Say plainly what the page (or one of its views) needs and what this source holds
+    instead, rather than draw an empty chart."""
+    st.info(f"This needs {need}. {contents(data)}")
 
 
 def show_problems(problems: Sequence[str], *, what: str) -> None:
@@ -322,6 +361,35 @@ def trajectories_of(
     except READ_ERRORS as err:
         st.error(f"{entry.path}: cannot read its trajectories: {err}")
         return None
+
+
+def show_moments(
+    data: SourceData,
+    records: Sequence[dict[str, Any]] | None,
+    *,
+    where: Any = None,
+) -> None:
+    """Say which moment the view shows: the checkpoint's step and time and, for a view that
+    also draws the log (``records`` given, even empty), the log's last step and time, with a
+    warning for each way they disagree (:func:`app.moments.disagreements`).
+
+    Args:
+        data: The source's summaries.
+        records: The log's records the view draws, or None for a view of the checkpoint alone.
+        where: A column or container to draw in (default: the page).
+    """
+    target = st if where is None else where
+    checkpoint = checkpoint_moment(data)
+    parts = ["**Checkpoint:** " + ("none readable" if checkpoint is None else
+                                   f"{checkpoint.describe()} (`{checkpoint.where.name}`)")]
+    log = None
+    if records is not None:
+        log = log_moment(records, data.path / METRICS_FILE)
+        parts.append("**Log:** " + ("no records" if log is None else
+                                    f"last record {log.last.describe()} (`{METRICS_FILE}`)"))
+    target.caption(" · ".join(parts))
+    for problem in disagreements(checkpoint, log):
+        target.warning(problem)
 
 
 def known_sources() -> list[Source]:

@@ -45,6 +45,9 @@ def _side(letter: str, column: DeltaGenerator, default: int) -> Side | None:
     except READ_ERRORS as err:
         column.error(str(err))
         return None
+    # Lengths and priorities come from the checkpoint, the EMDs from the log (or run.json).
+    ui.show_moments(data, ui.load_log(source.path).records if data.has_log else None,
+                    where=column)
     for entry in data.buffers:
         if entry.error is not None:
             column.warning(f"buffer {entry.name!r} cannot be read: {entry.error}")

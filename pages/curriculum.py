@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import cast
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -15,9 +16,10 @@ from app.curriculum_figures import (
     motion_history,
     preview_bars,
     priority_lines,
+    saved_probability_bars,
     spread_figure,
 )
-from app.curriculum_history import SORTS, motion_order
+from app.curriculum_history import SORTS, effective_size, entropy, motion_order
 from app.curriculum_view import (
     MODES,
     format_options,
@@ -40,12 +42,38 @@ source = ui.choose_source()
 data = ui.source_data(source) if source is not None else None
 if source is None or data is None:
     st.stop()
+# Rounds come from the log (or run.json), the priorities and the preview from the checkpoint.
+ui.show_moments(data, ui.load_log(source.path).records if data.has_log else None)
+expert_entry = next(
+    (e for e in data.buffers if e.summary is not None and e.summary.kind == EXPERT), None
+)
 
 history = ui.history_of(source, data)
 if history is None:
-    st.info(
-        f"{source.path}: no curriculum rounds to show (no usable `eval` records in "
-        "metrics.jsonl and no curriculum in checkpoint/run.json)."
+    ui.show_lack(data, "evaluation rounds (`eval` records in metrics.jsonl, or a curriculum "
+                 "in checkpoint/run.json) to draw EMDs and priorities across rounds")
+    found = ui.trajectories_of(expert_entry, expert=True) if expert_entry else None
+    kept = None if found is None else found[0].priorities
+    if found is None or expert_entry is None or kept is None:
+        st.stop()
+    ids = np.unique(found[1].motion_id)
+    _, probability = motion_view(
+        kept, found[1].length, found[1].motion_id, ids,
+        need=found[0].need, weighting=found[0].weighting,
+    )
+    st.subheader(f"Priorities saved in the expert buffer `{expert_entry.name}`")
+    spread = st.columns(3)
+    spread[0].metric("Motions", f"{len(ids):,}")
+    spread[1].metric("Entropy (nats)", f"{float(entropy(probability)):.3f}",
+                     help=f"log {len(ids)} = {np.log(len(ids)):.3f} when uniform")
+    spread[2].metric("Effective motions", f"{float(effective_size(probability)):.1f}",
+                     help="1 / sum(p^2): how many equally likely motions the sampling is worth")
+    st.plotly_chart(saved_probability_bars(ids, probability), width="stretch")
+    st.caption(
+        f"From the priorities saved in `{expert_entry.path}` alone: the exact probability "
+        f"that a window of {found[0].seq_length} rows comes from each motion "
+        f"(`{found[0].weighting}` weighting). Re-prioritizing needs the EMDs of an "
+        "evaluation round, which this run lacks."
     )
     st.stop()
 ui.show_problems(history.problems, what="eval records")
@@ -76,11 +104,8 @@ st.plotly_chart(motion_history(history, focus), width="stretch")
 
 # ---------------------------------------------------------------- re-prioritize
 st.header("Re-prioritize")
-expert_entry = next(
-    (e for e in data.buffers if e.summary is not None and e.summary.kind == EXPERT), None
-)
 if expert_entry is None:
-    st.info(f"{data.path}: no readable expert buffer checkpoint to re-prioritize.")
+    ui.show_lack(data, f"an expert buffer checkpoint ({EXPERT}) to re-prioritize")
     st.stop()
 loaded = ui.trajectories_of(expert_entry, expert=True)
 if loaded is None:

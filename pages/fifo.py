@@ -28,6 +28,9 @@ if source is not None and entry is not None and entry.summary is not None:
     summary = entry.summary
     log = ui.load_log(source.path) if data is not None and data.has_log else None
     records = log.of_kind("buffer") if log is not None else []
+    if data is not None:
+        # The ring comes from the checkpoint, the wrap count and fill over training from the log.
+        ui.show_moments(data, None if log is None else log.records)
     wraps = latest_wraps(records, entry.name)
     state = ring_state(
         summary.capacity, summary.length, summary.cursor, summary.full,
@@ -81,7 +84,9 @@ if source is not None and entry is not None and entry.summary is not None:
     series = occupancy(records, entry.name)
     if log is not None:
         ui.show_problems(log.problems, what="log lines")
-    if len(series.step) == 0:
+    if log is None and data is not None:
+        ui.show_lack(data, "`buffer` records in metrics.jsonl to draw the fill over training")
+    elif len(series.step) == 0:
         st.info(
             f"{source.path}: no `buffer` records for {entry.name!r} in metrics.jsonl, so the "
             "fill over training cannot be shown (a bare checkpoint has no log)."

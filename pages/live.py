@@ -19,6 +19,7 @@ from app.live import (
     td_figure,
     td_series,
 )
+from app.run_data import LOGLESS_KINDS
 
 # session_state key: resolved log path -> this session's LiveTail (never shared or cached).
 TAILS = "live_tails"
@@ -35,6 +36,13 @@ if source is not None:
     if log_path is None:
         st.info(f"{source.path}: a single buffer checkpoint has no metrics log to follow; "
                 "pick a run directory.")
+        st.stop()
+    if source.kind in LOGLESS_KINDS and not log_path.exists():
+        # No run writes one there: waiting for "the first records" would wait forever.
+        contents = ui.source_data(source)
+        if contents is not None:
+            ui.show_lack(contents, "a metrics.jsonl to follow (the log `bufcore.RunLogger` "
+                         "writes)")
         st.stop()
     controls = st.columns([1, 2, 3])
     live_on = controls[0].toggle(
@@ -67,6 +75,9 @@ if source is not None:
         if last is None:
             st.info(f"{log}: no records yet. The page picks them up as the run writes them.")
             return
+        # Re-read each refresh (cached per checkpoint version): the run keeps checkpointing.
+        if watched is not None and (data := ui.source_data(watched)) is not None:
+            ui.show_moments(data, tail.records)
         cols = st.columns(4)
         cols[0].metric("Last step", last["step"], help=f"last record: {last['kind']}")
         cols[1].metric("Last record written", age_text(time.time() - last["time"]))
@@ -107,4 +118,5 @@ if source is not None:
         st.caption(f"Read up to byte {tail.offset:,} of `{log}` at "
                    f"{time.strftime('%H:%M:%S')}.")
 
+    watched = source
     follow(log_path)

@@ -1,4 +1,5 @@
-"""Overview: every buffer of the chosen run or checkpoint, its spec, and the latest metrics."""
+"""Overview: a health check of the chosen run or checkpoint (what is damaged or unusable, and
+why; what the run lacks), the moment it shows, every buffer and its spec, the latest metrics."""
 
 from __future__ import annotations
 
@@ -6,49 +7,98 @@ import pandas as pd
 import streamlit as st
 
 from app import ui
-from app.overview import buffer_rows, latest_records, scalar_items, spec_rows
+from app.overview import (
+    buffer_health,
+    buffer_rows,
+    health_problems,
+    healthy_text,
+    latest_records,
+    missing_parts,
+    scalar_items,
+    spec_rows,
+    verify_size,
+    verify_text,
+)
+
+# Buffers up to this size are verified on every new checkpoint version; larger ones on request
+# (hashing reads the whole file).
+VERIFY_AUTO_BYTES = 1 << 30
+VERIFY_REQUESTS = "overview_verify"
 
 st.title("Overview")
 source = ui.choose_source()
-if source is not None:
-    data = ui.source_data(source)
-    if data is not None:
-        st.caption(f"{data.kind}: `{data.path}`")
-        for error in data.errors:
-            st.error(error)
-        if data.run is not None:
-            run = data.run
-            cols = st.columns(4)
-            cols[0].metric("Checkpoint step", run.step)
-            cols[1].metric("Curriculum round", run.round)
-            cols[2].metric("Seed", "none" if run.seed is None else run.seed)
-            if run.curriculum is not None and run.curriculum.last_mean_emd is not None:
-                cols[3].metric("Last mean EMD", f"{run.curriculum.last_mean_emd:.3f}")
-        st.subheader("Buffers")
-        if not data.buffers:
-            st.info("No buffer checkpoints here yet (a run saves them at its first checkpoint).")
-        else:
-            rows = buffer_rows(data.buffers)
-            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-            for entry in data.buffers:
-                if entry.error is not None:
-                    st.error(f"{entry.name}: {entry.error}")
-                elif entry.summary is not None:
-                    with st.expander(f"{entry.name}: stored leaves ({len(entry.summary.spec)})"):
-                        spec = spec_rows(entry.summary)
-                        if spec:
-                            st.dataframe(pd.DataFrame(spec), hide_index=True, width="stretch")
-                        else:
-                            st.write("Nothing written yet.")
-        if data.has_log:
-            log = ui.load_log(source.path)
-            st.subheader("Latest metrics")
-            st.caption(f"{len(log.records)} records in `{source.path / 'metrics.jsonl'}`")
-            ui.show_problems(log.problems, what="log lines")
-            for kind, record in latest_records(log).items():
-                with st.expander(f"{kind} at step {record['step']}", expanded=kind == "train"):
-                    st.dataframe(
-                        pd.DataFrame(scalar_items(record), columns=["metric", "value"]),
-                        hide_index=True,
-                        width="stretch",
-                    )
+data = ui.source_data(source) if source is not None else None
+if source is not None and data is not None:
+    st.caption(f"{data.kind}: `{data.path}`")
+    log = ui.load_log(source.path) if data.has_log else None
+    ui.show_moments(data, None if log is None else log.records)
+
+    st.subheader("Health")
+    requested: set[str] = st.session_state.setdefault(VERIFY_REQUESTS, set())
+    damage: dict[str, str] = {}
+    health: dict[str, str] = {}
+    deferred = []
+    for entry in data.buffers:
+        size = verify_size(entry)
+        verify = size is not None and (size <= VERIFY_AUTO_BYTES or str(entry.path) in requested)
+        if size is not None and not verify:
+            deferred.append((entry, size))
+        found = None
+        if size is not None and verify:
+            with st.spinner(f"Verifying {verify_text(entry, size)} against its manifest..."):
+                found = ui.row_damage(entry)
+            if found is not None:
+                damage[entry.name] = found
+        health[entry.name] = buffer_health(entry, found, verified=verify)
+    problems = health_problems(data, damage)
+    for problem in problems:
+        st.error(problem)
+    for entry, size in deferred:
+        if st.button(f"Verify {verify_text(entry, size)}: reads all of it",
+                     key=f"verify-{entry.name}"):
+            requested.add(str(entry.path))
+            st.rerun()
+    if not problems and data.buffers:
+        st.success(healthy_text(data, health))
+    missing = missing_parts(data)
+    if missing:
+        st.info("What this run lacks:\n" + "".join(f"\n- {line}" for line in missing))
+
+    run, status = data.run, data.train_status
+    if run is not None:
+        cols = st.columns(4)
+        cols[0].metric("Checkpoint step", run.step)
+        cols[1].metric("Curriculum round", run.round)
+        cols[2].metric("Seed", "none" if run.seed is None else run.seed)
+        if run.curriculum is not None and run.curriculum.last_mean_emd is not None:
+            cols[3].metric("Last mean EMD", f"{run.curriculum.last_mean_emd:.3f}")
+    elif status is not None:
+        st.columns(4)[0].metric(
+            "Checkpoint env step", f"{status.time:,}",
+            help="BFM-Zero's checkpoint/train_status.json: env steps trained when it saved.",
+        )
+    st.subheader("Buffers")
+    if not data.buffers:
+        st.info("No buffer checkpoints here yet (a run saves them at its first checkpoint).")
+    else:
+        rows = buffer_rows(data.buffers, health)
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        for entry in data.buffers:
+            if entry.summary is not None:
+                with st.expander(f"{entry.name}: stored leaves ({len(entry.summary.spec)})"):
+                    spec = spec_rows(entry.summary)
+                    if spec:
+                        st.dataframe(pd.DataFrame(spec), hide_index=True, width="stretch")
+                    else:
+                        st.write("Nothing written yet.")
+    if log is not None:
+        st.subheader("Latest metrics")
+        st.caption(f"{len(log.records)} records in `{source.path / 'metrics.jsonl'}`")
+        ui.show_problems(log.problems, what="log lines")
+        for kind, record in latest_records(log).items():
+            with st.expander(f"{kind} at step {record['step']}", expanded=kind == "train"):
+                st.dataframe(
+                    pd.DataFrame(scalar_items(record), columns=["metric", "value"]),
+                    hide_index=True,
+                    width="stretch",
+                )

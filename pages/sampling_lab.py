@@ -64,8 +64,10 @@ def controls(kind: str) -> LabRequest:
     return LabRequest(kind, int(batch), None if seq is None else int(seq), weighting, int(seed))
 
 
-if entry is not None and entry.summary is not None:
+if data is not None and entry is not None and entry.summary is not None:
     summary = entry.summary
+    st.caption(f"Sampling from `{entry.path}` ({summary.kind}, {summary.length:,} rows).")
+    ui.show_moments(data, None)
     request = controls(summary.kind)
     priorities = ui.session_priorities(entry.path) if summary.kind == EXPERT else None
     if priorities is not None:

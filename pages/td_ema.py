@@ -33,8 +33,11 @@ if source is not None and data is not None:
         st.warning(error)
     log = ui.load_log(source.path)
     if data.metrics is None and not log.records and not log.problems:
-        st.info(f"{source.path}: no metrics.jsonl here, so there are no TD statistics to show.")
+        ui.show_lack(data, "`train` records with TD statistics (td/ema_mean, ...) in "
+                     "metrics.jsonl")
         st.stop()
+    # Curves from the log; warmup and settings may come from the checkpoint's run.json.
+    ui.show_moments(data, log.records)
     ui.show_problems(log.problems, what="log lines")
     series = td_series(log.records)
     if not len(series):

@@ -41,14 +41,18 @@ def pick(entries: list[BufferEntry], label: str, key: str) -> BufferEntry:
 source = ui.choose_source()
 data = ui.source_data(source) if source is not None else None
 if data is not None:
-    for entry in data.buffers:
-        if entry.error is not None:
-            st.warning(f"buffer {entry.name!r} cannot be read: {entry.error}")
     online_entries = [e for e in data.buffers if e.summary is not None and e.summary.kind == ONLINE]
     expert_entries = [e for e in data.buffers if e.summary is not None and e.summary.kind == EXPERT]
+    for entry in data.buffers:
+        if entry.error is not None:
+            # An error when it leaves the page nothing to draw.
+            (st.warning if online_entries or expert_entries else st.error)(
+                f"Buffer `{entry.name}` is unusable: {entry.error}"
+            )
     if not online_entries and not expert_entries:
-        st.info(f"{data.path}: no trajectory buffer here (online or expert checkpoints).")
+        ui.show_lack(data, f"a trajectory buffer checkpoint ({ONLINE} or {EXPERT})")
         st.stop()
+    ui.show_moments(data, None)
     online = expert = None
     if online_entries:
         online_entry = pick(online_entries, "Online buffer", "traj_online")

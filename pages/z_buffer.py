@@ -40,6 +40,7 @@ if source is not None and data is not None and entry is not None and entry.summa
     summary = entry.summary
     st.caption(f"`{entry.path}`: {summary.length:,} of {summary.capacity:,} slots written, "
                f"cursor {summary.cursor}, {'wrapped' if summary.full else 'not wrapped yet'}.")
+    ui.show_moments(data, None)
     if summary.length == 0:
         st.info(f"{entry.path}: the z buffer is empty (nothing has been written to it yet).")
         st.stop()

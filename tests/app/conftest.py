@@ -53,6 +53,18 @@ def run_copy(demo_run: Path, tmp_path: Path) -> Path:
     return target
 
 
+# A work directory laid out as BFM-Zero writes it (tests/fixtures/make_bfm_zero_workdir.py).
+BFM_ZERO = Path(__file__).resolve().parents[1] / "fixtures" / "bfm_zero_workdir"
+
+
+@pytest.fixture
+def bfm_zero_run(tmp_path: Path) -> Path:
+    """A private copy of the BFM-Zero work directory, under ``tmp_path/runs/bfm_zero``."""
+    target = tmp_path / "runs" / "bfm_zero"
+    shutil.copytree(BFM_ZERO, target)
+    return target
+
+
 Dashboard = Callable[..., AppTest]
 
 

@@ -151,6 +151,11 @@ def test_save_never_writes_or_reads_through_a_link_out_of_the_roots(
         saves[0].click().run()
     assert not at.exception
     assert sorted(str(p) for p in outside.rglob("*")) == before
+    if part == "reprioritized":
+        assert any(e.value.startswith("Not saved") and "outside the dashboard's roots" in e.value
+                   for e in at.error)
+    else:  # the expert buffer behind the link is never read, so there is nothing to save
+        assert not saves
 
 
 def test_a_typed_path_through_a_linked_checkpoint_is_refused(
@@ -161,3 +166,14 @@ def test_a_typed_path_through_a_linked_checkpoint_is_refused(
     at.sidebar.text_input(key="open_path").input("demo/checkpoint/buffers/train").run()
     assert not at.exception
     assert any("outside the dashboard's roots" in e.value for e in at.sidebar.error)
+
+
+@pytest.mark.parametrize("page", TYPING_PAGES)
+def test_a_refused_typed_path_replaces_the_run_in_the_main_area(
+    dashboard: Dashboard, run_copy: Path, page: str
+) -> None:
+    at = dashboard(page, roots=(run_copy.parent,))  # the demo run, picked from the list
+    at.sidebar.text_input(key="open_path").input("/etc").run()
+    assert not at.exception
+    assert any(e.value.startswith("Not opened: /etc") for e in at.main.error)
+    assert not at.get("plotly_chart") and not at.dataframe and not at.metric

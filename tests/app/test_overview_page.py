@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import h5py
+import pytest
+
 from tests.app.conftest import Dashboard
+from tests.support import reseal, rewrite_file
 
 
 def test_overview_lists_every_buffer_of_the_demo_run(dashboard: Dashboard, demo_run: Path) -> None:
@@ -85,3 +90,72 @@ def test_the_run_query_parameter_picks_the_run(
     at = dashboard("overview", roots=(tmp_path,), query={"run": "b"})
     assert at.sidebar.selectbox(key="run").value == "b"
     assert str(tmp_path / "b") in at.caption[0].value
+
+
+# ---------------------------------------------------------------------------- health check
+def set_target(buffer: Path, target: str) -> None:
+    """Name another ``__target__`` in config.json and the manifest, re-sealed as a hand edit
+    would be."""
+    config = json.loads((buffer / "config.json").read_text())
+    config["__target__"] = target
+    rewrite_file(buffer, "config.json", json.dumps(config).encode())
+    reseal(buffer, lambda manifest: manifest.update(target=target))
+
+
+def flip_a_row_byte(buffer: Path) -> None:
+    payload = buffer / "buffer.hdf5"
+    with h5py.File(payload, "r") as h5:
+        offset = h5["action"].id.get_offset()
+    data = bytearray(payload.read_bytes())
+    data[offset] ^= 0xFF
+    payload.write_bytes(bytes(data))
+
+
+def test_a_whole_run_is_reported_healthy(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("overview", demo_run)
+    (healthy,) = at.success
+    assert healthy.value.startswith("Healthy: all 3 buffers open; rows of 3 match their manifest")
+    health = dict(zip(at.dataframe[0].value["buffer"], at.dataframe[0].value["health"],
+                      strict=True))
+    assert set(health.values()) == {"ok: rows match the manifest"}
+
+
+def test_rows_that_fail_verification_are_an_error_naming_the_block(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    flip_a_row_byte(run_copy / "checkpoint" / "buffers" / "train")
+    at = dashboard("overview", run_copy)
+    assert not at.exception and not at.success
+    (error,) = at.error
+    assert error.value.startswith("Buffer `train` is damaged")
+    assert "buffer.hdf5: sha256 of block 0" in error.value
+    health = dict(zip(at.dataframe[0].value["buffer"], at.dataframe[0].value["health"],
+                      strict=True))
+    assert health["train"].startswith("damaged")
+
+
+@pytest.mark.parametrize("target", ["os.system", "bufcore.NoSuchBuffer", ""])
+def test_an_unknown_target_is_an_error_with_the_reason(
+    dashboard: Dashboard, run_copy: Path, target: str
+) -> None:
+    set_target(run_copy / "checkpoint" / "buffers" / "z", target)
+    at = dashboard("overview", run_copy)
+    assert not at.exception and not at.success
+    (error,) = at.error
+    assert error.value.startswith("Buffer `z` cannot be used")
+    assert f"unknown __target__ {target!r}" in error.value
+    kinds = dict(zip(at.dataframe[0].value["buffer"], at.dataframe[0].value["kind"], strict=True))
+    assert kinds["z"] == "unreadable"
+
+
+@pytest.mark.parametrize("page", ["fifo", "sampling_lab", "z_buffer", "trajectories"])
+def test_a_page_left_without_a_usable_buffer_says_why_each_is_unusable(
+    dashboard: Dashboard, run_copy: Path, page: str
+) -> None:
+    for name in ("train", "expert", "z"):
+        set_target(run_copy / "checkpoint" / "buffers" / name, "os.system")
+    at = dashboard(page, run_copy)
+    assert not at.exception
+    unusable = [e.value for e in at.error if "is unusable" in e.value]
+    assert unusable and all("unknown __target__ 'os.system'" in e for e in unusable)
+    assert any(i.value.startswith("This needs a") for i in at.info)

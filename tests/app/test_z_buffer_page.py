@@ -112,5 +112,5 @@ def test_a_damaged_z_buffer_is_reported_naming_the_file(dashboard: Dashboard,
     config.write_text("{not json")
     at = dashboard("z_buffer", run_copy)
     assert not at.exception
-    assert any("config.json" in w.value for w in at.warning)
-    assert any("no readable ZBuffer" in i.value for i in at.info)
+    assert any("`z` is unusable" in e.value and "config.json" in e.value for e in at.error)
+    assert any("This needs a ZBuffer checkpoint" in i.value for i in at.info)

@@ -17,6 +17,7 @@ import bufcore
 from bufcore.curriculum.history import Round, history_to_state
 from bufcore.curriculum.priorities import PriorityOptions
 from bufcore.inspect import human_bytes, inspect_path
+from tests.support import reseal, rewrite_file
 
 
 def bufcore_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -257,6 +258,26 @@ def make_bad(kind: str, tmp_path: Path) -> tuple[Path, str]:
 def test_bad_input_is_one_error_line_naming_the_file_and_exit_1(tmp_path: Path, kind: str) -> None:
     path, names = make_bad(kind, tmp_path)
     assert_one_line_error(bufcore_cli("inspect", str(path)), names)
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["bufcore", "BFM-Zero, no manifest"])
+@pytest.mark.parametrize("where", ["buffer", "run"])
+def test_an_unknown_target_is_one_error_line_naming_it_and_exit_1(
+    tmp_path: Path, sealed: bool, where: str
+) -> None:
+    run = run_dir(tmp_path / "run")
+    buffer = run / "checkpoint" / "buffers" / "train"
+    config = json.loads((buffer / "config.json").read_text())
+    config["__target__"] = "os.system"
+    if sealed:
+        rewrite_file(buffer, "config.json", json.dumps(config).encode())
+        reseal(buffer, lambda manifest: manifest.update(target="os.system"))
+    else:
+        for name in ("manifest.json", "state.json"):
+            (buffer / name).unlink()
+        (buffer / "config.json").write_text(json.dumps(config))
+    result = bufcore_cli("inspect", str(buffer if where == "buffer" else run))
+    assert_one_line_error(result, "config.json: unknown __target__ 'os.system'")
 
 
 def test_inspect_without_a_path_is_a_usage_error_with_exit_2() -> None:

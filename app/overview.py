@@ -60,6 +60,7 @@ def buffer_rows(
             {
                 "buffer": entry.name,
                 "kind": s.kind,
+                **({} if health is None else {"health": health.get(entry.name, "")}),
                 "rows": "[time]" if s.env_count is None else f"[time, {s.env_count} envs]",
                 "capacity": s.capacity,
                 "length": s.length,
@@ -69,7 +70,6 @@ def buffer_rows(
                 "when full": human_bytes(s.row_bytes * s.capacity),
                 "format": s.format,
                 "saved": saved_at(entry),
-                **({} if health is None else {"health": health.get(entry.name, "")}),
                 "error": "",
             }
         )
@@ -159,19 +159,23 @@ def missing_parts(data: SourceData) -> list[str]:
 
 def healthy_text(data: SourceData, health: Mapping[str, str]) -> str:
     """The one line saying a source with no problem is whole, and how far that was checked."""
-    parts = [f"all {len(data.buffers)} buffers open" if len(data.buffers) > 1
-             else "the buffer opens"]
+    count = len(data.buffers)
     verified = sum(text.startswith("ok") for text in health.values())
     foreign = sum(text.startswith("opens (BFM-Zero") for text in health.values())
+    notes = []
     if verified:
-        parts.append(f"rows of {verified} match their manifest")
+        notes.append("rows verified against the manifest"
+                     + ("" if verified == count else f" for {verified}"))
     if foreign:
-        parts.append(f"{foreign} in BFM-Zero's format (no manifest to verify rows against)")
-    if data.run is not None:
-        parts.append(f"{RUN_STATE} reads")
-    if data.metrics is not None:
-        parts.append(f"{METRICS_FILE} reads")
-    return "Healthy: " + "; ".join(parts) + "."
+        notes.append("BFM-Zero's format: no manifest to verify rows against"
+                     + ("" if foreign == count else f" for {foreign}"))
+    files = [name for name, read in ((RUN_STATE, data.run), (METRICS_FILE, data.metrics))
+             if read is not None]
+    return (
+        "Healthy: " + ("the buffer opens" if count == 1 else f"all {count} buffers open")
+        + (f" ({'; '.join(notes)})" if notes else "")
+        + (f"; {' and '.join(files)} read" if files else "") + "."
+    )
 
 
 def spec_rows(summary: CheckpointSummary) -> list[dict[str, Any]]:

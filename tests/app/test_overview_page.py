@@ -114,7 +114,8 @@ def flip_a_row_byte(buffer: Path) -> None:
 def test_a_whole_run_is_reported_healthy(dashboard: Dashboard, demo_run: Path) -> None:
     at = dashboard("overview", demo_run)
     (healthy,) = at.success
-    assert healthy.value.startswith("Healthy: all 3 buffers open; rows of 3 match their manifest")
+    assert healthy.value == ("Healthy: all 3 buffers open (rows verified against the manifest); "
+                             "run.json and metrics.jsonl read.")
     health = dict(zip(at.dataframe[0].value["buffer"], at.dataframe[0].value["health"],
                       strict=True))
     assert set(health.values()) == {"ok: rows match the manifest"}

@@ -1,4 +1,5 @@
-"""Fixtures for the real-browser tests: a demo run, ``streamlit run`` on it, Debian's chromium.
+"""Fixtures for the real-browser tests: a demo run and a BFM-Zero work directory, ``streamlit
+run`` on each, Debian's chromium.
 
 The dashboard runs as users run it (``streamlit run app/main.py`` on 127.0.0.1, a free port),
 on a tiny demo run generated once per session. Playwright drives ``/usr/bin/chromium`` with the
@@ -9,12 +10,14 @@ per test. Without ``/usr/bin/chromium`` every browser test skips, saying how to 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from bufcore.runs.demo import run_demo
 from tests.support import TINY_DEMO
 
 REPO = Path(__file__).resolve().parents[2]
+BFM_ZERO = REPO / "tests" / "fixtures" / "bfm_zero_workdir"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -58,12 +62,13 @@ def browser_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
-@pytest.fixture(scope="session")
-def dashboard_url(chromium_path: Path, browser_run: Path) -> Iterator[str]:
-    """``http://127.0.0.1:PORT/`` of ``streamlit run app/main.py`` on the demo run."""
+@contextmanager
+def serve(run: Path) -> Iterator[str]:
+    """``http://127.0.0.1:PORT/`` of ``streamlit run app/main.py`` started on ``run``, stopped
+    on exit; its output goes to ``test-artifacts/streamlit-<run name>.log``."""
     port = _free_port()
-    env = {**os.environ, RUNS_ENV: str(browser_run), ROOTS_ENV: "", "PYTHONPATH": str(REPO)}
-    log = SCREENSHOTS.parent / "streamlit.log"
+    env = {**os.environ, RUNS_ENV: str(run), ROOTS_ENV: "", "PYTHONPATH": str(REPO)}
+    log = SCREENSHOTS.parent / f"streamlit-{run.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as output:
         server = subprocess.Popen(
@@ -90,6 +95,23 @@ def dashboard_url(chromium_path: Path, browser_run: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture(scope="session")
+def dashboard_url(chromium_path: Path, browser_run: Path) -> Iterator[str]:
+    """``http://127.0.0.1:PORT/`` of ``streamlit run app/main.py`` on the demo run."""
+    with serve(browser_run) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def bfm_zero_url(chromium_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The dashboard started on a copy of a BFM-Zero work directory laid out as BFM-Zero
+    writes it (tests/fixtures/bfm_zero_workdir: only the train buffer, no metrics.jsonl)."""
+    run = tmp_path_factory.mktemp("browser-bfm-zero") / "bfm_zero"
+    shutil.copytree(BFM_ZERO, run)
+    with serve(run) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -92,3 +92,33 @@ def test_moving_the_live_refresh_slider_updates_the_link(page: Any, dashboard_ur
     # The interval is bound to the URL, so a copied link reproduces it.
     page.wait_for_url(re.compile(r"live_every="))
     assert parse_qs(urlparse(page.url).query)["live_every"] == [str(before + 1)]
+
+
+# What each page says the BFM-Zero run lacks; the others draw from its train buffer.
+BFM_ZERO_LACKS = {
+    "z_buffer": "This needs a ZBuffer checkpoint",
+    "curriculum": "This needs evaluation rounds",
+    "td_ema": "This needs train records with TD statistics",
+    "live": "This needs a metrics.jsonl to follow",
+}
+
+
+@pytest.mark.parametrize("path", list(PAGES), ids=lambda p: p or "overview")
+def test_every_page_opens_a_bfm_zero_work_directory(
+    browser: Any, bfm_zero_url: str, path: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(bfm_zero_url + path)
+        settle(tab)
+        screenshot(tab, f"bfm_zero-{path or 'overview'}")
+        assert tab.locator(EXCEPTION).count() == 0
+        text = tab.locator('[data-testid="stMain"]').inner_text()
+        assert "file is missing" not in text
+        assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
+        if path in BFM_ZERO_LACKS:
+            assert BFM_ZERO_LACKS[path] in text.replace("\n", " ")
+    finally:
+        context.close()

@@ -5,7 +5,8 @@ The dashboard is started on some run directories and/or run roots (``bufcore das
 path the dashboard opens, whether listed at start or typed in the UI, must resolve (symbolic
 links followed) inside one of the *roots*: the given roots plus each given run directory. A
 typed path outside them is refused with :class:`OutsideRootsError`, so a dashboard shared on a
-network never becomes a file browser for the whole machine.
+network never becomes a file browser for the whole machine; :func:`inside_roots` is the one
+check, also applied to each part of a listed run (any of which may be a link out).
 
 A *source* is a directory :func:`bufcore.inspect.inspect_path` understands: a run
 directory, a run checkpoint, a single buffer checkpoint or a BFM-Zero work directory.

@@ -20,6 +20,7 @@ from app.live import (
     td_series,
 )
 from app.run_data import LOGLESS_KINDS
+from app.sources import Source
 
 # session_state key: resolved log path -> this session's LiveTail (never shared or cached).
 TAILS = "live_tails"
@@ -57,7 +58,7 @@ if source is not None:
         controls[2].button("Refresh now", help="Read the lines appended since the last refresh.")
 
     @st.fragment(run_every=live_every if live_on else None)
-    def follow(log: Path) -> None:
+    def follow(log: Path, watched: Source) -> None:
         """Poll this session's tail of the log and draw what it holds."""
         tails: dict[str, LiveTail] = st.session_state.setdefault(TAILS, {})
         tail = tails.setdefault(str(log), LiveTail(log))
@@ -76,7 +77,7 @@ if source is not None:
             st.info(f"{log}: no records yet. The page picks them up as the run writes them.")
             return
         # Re-read each refresh (cached per checkpoint version): the run keeps checkpointing.
-        if watched is not None and (data := ui.source_data(watched)) is not None:
+        if (data := ui.source_data(watched)) is not None:
             ui.show_moments(data, tail.records)
         cols = st.columns(4)
         cols[0].metric("Last step", last["step"], help=f"last record: {last['kind']}")
@@ -118,5 +119,4 @@ if source is not None:
         st.caption(f"Read up to byte {tail.offset:,} of `{log}` at "
                    f"{time.strftime('%H:%M:%S')}.")
 
-    watched = source
-    follow(log_path)
+    follow(log_path, source)

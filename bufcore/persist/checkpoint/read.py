@@ -344,7 +344,9 @@ def holds_buffer_config(path: str | os.PathLike[str]) -> bool:
     agent's in ``checkpoint/``). Only a JSON object naming no ``__target__`` is someone else's
     config: a config.json that cannot be read or parsed is left to the loader, whose error
     names the damage, so damage never hides a checkpoint. Like a load, it reads through the
-    directory handle (no link followed, a FIFO refused) and at most ~1 MiB.
+    directory handle (no link followed, a FIFO refused) and at most ~1 MiB, because discovery
+    runs it on directories nobody vetted: needed by
+    ``tests/test_inspect.py::test_a_fifo_as_config_json_is_taken_as_damage_without_blocking``.
 
     Raises:
         FileNotFoundError: ``path`` is not a directory.

@@ -9,13 +9,17 @@ import streamlit as st
 
 from app import ui
 from app.live import (
+    FINISHED,
     MAX_RECORDS,
+    RUNNING,
     LiveTail,
     age_text,
+    duration_text,
     eval_figure,
     metrics_path,
     occupancy,
     occupancy_figure,
+    run_status,
     td_figure,
     td_series,
 )
@@ -67,11 +71,28 @@ if source is not None:
         if last is None:
             st.info(f"{log}: no records yet. The page picks them up as the run writes them.")
             return
-        cols = st.columns(4)
-        cols[0].metric("Last step", last["step"], help=f"last record: {last['kind']}")
-        cols[1].metric("Last record written", age_text(time.time() - last["time"]))
-        cols[2].metric("New this refresh", len(new))
-        cols[3].metric("Records held", f"{len(tail.records):,}",
+        status = run_status(tail.records, run=tail.latest("run"), now=time.time(),
+                            refresh_seconds=live_every)
+        if status.state == RUNNING:
+            st.success(f"**Running**: {status.reason}.")
+        elif status.state == FINISHED:
+            st.success(f"**Finished**: {status.reason}.")
+        else:
+            st.warning(f"**Stalled**: {status.reason}. The run may have crashed or been "
+                       "stopped, or it is stuck.")
+        cols = st.columns(6)
+        cols[0].metric("Status", status.state)
+        cols[1].metric("Step", status.progress, help=f"last record: {last['kind']}"
+                       + ("" if status.total is not None else
+                          "; the run logged no plan (total_steps in its run record)"))
+        eta = "n/a" if status.eta is None else duration_text(status.eta)
+        cols[2].metric("Time left", eta, help=(
+            "At the speed of the recent records"
+            + (f" ({status.rate:,.1f} steps/s)." if status.rate is not None else ".")
+            + " Shown while a run that logged its plan is running."))
+        cols[3].metric("Last record written", age_text(status.silent))
+        cols[4].metric("New this refresh", len(new))
+        cols[5].metric("Records held", f"{len(tail.records):,}",
                        help=f"of {tail.total:,} read; the most recent {MAX_RECORDS:,} are kept")
         records = tail.records
         left, right = st.columns(2)

@@ -84,7 +84,7 @@ def weight_histogram_figure(
     if counts.size:
         share = counts / max(int(counts.sum()), 1)
         figure.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=share,
-                                width=np.diff(edges), name="samples",
+                                width=np.diff(edges), name="TD errors",
                                 marker={"color": BATCH_COLOUR}))
     for bound, name, colour in ((min_weight, "min", MIN_COLOUR), (max_weight, "max", MAX_COLOUR)):
         figure.add_vline(x=bound, line_dash="dash", line_color=colour,
@@ -93,7 +93,7 @@ def weight_histogram_figure(
         figure,
         title=f"Previewed TD weights at step {step}",
         x="weight (after clipping)",
-        y="fraction of samples",
+        y="share of TD errors",
         note=f"{len(weights):,} evenly spaced levels of "
         + ("the logged TD error distribution" if empirical
            else "Normal(batch mean, batch std): no distribution logged"),
@@ -121,21 +121,22 @@ def clip_figure(
     """
     figure = go.Figure()
     curves: list[tuple[np.ndarray, np.ndarray]] = []
-    steps = preview.steps.astype(np.float64)
-    for values, name, colour in ((preview.clip_min, "min", MIN_COLOUR),
-                                 (preview.clip_max, "max", MAX_COLOUR)):
-        shown = smooth(values, smoothing)
-        curves.append((steps, shown))
-        figure.add_trace(line_trace(steps, shown, name=f"preview: clipped at {name}",
-                                    line={"color": colour}))
     if logged:
+        # Drawn first, wide and pale, so the preview on top does not hide them where they agree.
         all_steps = series.steps.astype(np.float64)
         for values, name, colour in ((series.clip_min, "min", MIN_COLOUR),
                                      (series.clip_max, "max", MAX_COLOUR)):
             kept = min_max(all_steps, smooth(values, smoothing))
             curves.append((kept.x, kept.y))
             figure.add_trace(line_trace(kept.x, kept.y, name=f"logged: clipped at {name}",
-                                        line={"color": colour, "dash": "dot"}))
+                                        line={"color": colour, "width": 6}, opacity=0.3))
+    steps = preview.steps.astype(np.float64)
+    for values, name, colour in ((preview.clip_min, "min", MIN_COLOUR),
+                                 (preview.clip_max, "max", MAX_COLOUR)):
+        shown = smooth(values, smoothing)
+        curves.append((steps, shown))
+        figure.add_trace(line_trace(steps, shown, name=f"preview: clipped at {name}",
+                                    line={"color": colour, "width": 1.5}))
     notes = [f"preview at {len(steps):,} logged steps"]
     if smoothing:
         notes.append(f"smoothed {smoothing:.2f}")
@@ -146,8 +147,7 @@ def clip_figure(
         figure.add_vrect(x0=float(series.steps[0]), x1=warmup_step, fillcolor="grey",
                          opacity=0.12, line_width=0)
         if peak > after:
-            notes.append(f"y axis fits the steps after the warmup (shaded), which peaks at "
-                         f"{peak:.0%}")
+            notes.append(f"warmup (shaded) peaks at {peak:.0%}, off the axis")
     else:
         figure.update_yaxes(rangemode="tozero")
     figure.update_yaxes(tickformat=".1%")

@@ -78,21 +78,22 @@ if source is not None:
         elif status.state == FINISHED:
             st.success(f"**Finished**: {status.reason}.")
         else:
-            st.warning(f"**Stalled**: {status.reason}. The run may have crashed or been "
-                       "stopped, or it is stuck.")
-        cols = st.columns(6)
-        cols[0].metric("Status", status.state)
-        cols[1].metric("Step", status.progress, help=f"last record: {last['kind']}"
-                       + ("" if status.total is not None else
-                          "; the run logged no plan (total_steps in its run record)"))
-        eta = "n/a" if status.eta is None else duration_text(status.eta)
-        cols[2].metric("Time left", eta, help=(
-            "At the speed of the recent records"
-            + (f" ({status.rate:,.1f} steps/s)." if status.rate is not None else ".")
-            + " Shown while a run that logged its plan is running."))
-        cols[3].metric("Last record written", age_text(status.silent))
-        cols[4].metric("New this refresh", len(new))
-        cols[5].metric("Records held", f"{len(tail.records):,}",
+            st.warning(f"**Stalled**: {status.reason}. The run may have crashed, been stopped "
+                       "or be stuck.")
+        if status.total is not None:
+            st.progress(min(status.step / status.total, 1.0), text=f"Step {status.progress}")
+        else:
+            st.caption(f"Step {status.progress}; the run logged no plan (`total_steps` in its "
+                       "`run` record), so there is no step count to reach or time left.")
+        cols = st.columns(4)
+        cols[0].metric("Time left", "n/a" if status.eta is None else duration_text(status.eta),
+                       help="At the speed of the recent records"
+                       + (f" ({status.rate:,.1f} steps/s)" if status.rate is not None else "")
+                       + "; shown while a run that logged its plan is running.")
+        cols[1].metric("Last record written", age_text(status.silent),
+                       help=f"last record: {last['kind']} at step {last['step']:,}")
+        cols[2].metric("New this refresh", len(new))
+        cols[3].metric("Records held", f"{len(tail.records):,}",
                        help=f"of {tail.total:,} read; the most recent {MAX_RECORDS:,} are kept")
         records = tail.records
         left, right = st.columns(2)

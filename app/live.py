@@ -241,11 +241,16 @@ def run_status(
         state, reason = FINISHED, f"the run reached its planned {total:,} steps"
     elif silent > stall_after:
         state = STALLED
-        reason = (f"no record for {duration_text(silent)}, more than {STALL_INTERVALS} times "
-                  f"{duration_text(stall_after / STALL_INTERVALS)} (the longer of the refresh "
-                  "interval and the run's usual gap between records)")
+        if usual > refresh_seconds:
+            reason = (f"no record for {duration_text(silent)}, though the run usually logs "
+                      f"every {duration_text(usual)} ({STALL_INTERVALS} such gaps count as "
+                      "stalled)")
+        else:
+            reason = (f"no record for {duration_text(silent)}, longer than {STALL_INTERVALS} "
+                      f"refresh intervals ({duration_text(stall_after)})")
     else:
-        state, reason = RUNNING, f"the last record arrived {age_text(silent)}"
+        pace = "" if rate is None else f"{rate:,.1f} steps/s; "
+        state, reason = RUNNING, f"{pace}the last record arrived {age_text(silent)}"
     eta = None
     if state == RUNNING and total is not None and rate is not None:
         eta = (total - step) / rate

@@ -338,13 +338,17 @@ def test_a_run_silent_for_more_than_five_refresh_intervals_is_stalled(
     records = timed((1, 0.0), (2, 0.5), (3, 1.0))
     status = run_status(records, run=PLAN, now=1.0 + silent, refresh_seconds=2)
     assert status.state == state
+    if state == STALLED:
+        assert "longer than 5 refresh intervals (10 s)" in status.reason
     assert (status.eta is None) == (state == STALLED)
 
 
 def test_a_run_that_logs_every_minute_is_not_stalled_after_a_few_refreshes() -> None:
     records = timed((1, 0.0), (2, 60.0), (3, 120.0))
     assert run_status(records, run=PLAN, now=200.0, refresh_seconds=2).state == RUNNING
-    assert run_status(records, run=PLAN, now=421.0, refresh_seconds=2).state == STALLED
+    status = run_status(records, run=PLAN, now=421.0, refresh_seconds=2)
+    assert status.state == STALLED
+    assert "usually logs every 60 s" in status.reason
 
 
 @pytest.mark.parametrize("plan", [None, {"kind": "run"}, {"total_steps": 0},

@@ -153,7 +153,7 @@ if source is not None and data is not None:
             "not Normal (skewed or heavy-tailed)."
         )
         st.caption(
-            f"At the run's own settings the dotted lines are what training logged. Mean gap "
+            f"At the run's own settings the wide pale lines are what training logged. Mean gap "
             f"preview vs logged: {low_gap:.2%} (min bound), {high_gap:.2%} (max bound); "
             + meaning
         )

@@ -3,6 +3,7 @@ other runs overlaid, and the drawn points as CSV."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import streamlit as st
@@ -132,7 +133,8 @@ for position, metric in enumerate(metrics):
 
 st.download_button(
     "Download the shown points (CSV)",
-    traces_csv(shown, axis=axis),
+    # Written only when asked for: a long run's CSV is megabytes.
+    partial(traces_csv, shown, axis=axis),
     file_name=f"metrics-{source.label.replace('/', '_')}.csv",
     mime="text/csv",
     help=f"One row per drawn point: run, metric, curve (raw or smoothed), "

@@ -4,8 +4,9 @@
 bounded to the most recent :data:`MAX_RECORDS`) and :meth:`LiveTail.poll` reads only the
 lines appended since the last poll, through :func:`bufcore.read_metrics`. A log replaced by a
 new run (renamed over, shorter than the offset, or removed) drops what was held and starts
-over. The functions below turn held records into series and the Live page's figures (numpy
-arrays in, plotly figures out). Nothing here imports Streamlit.
+over. :func:`run_status` says whether the run is running, finished or stalled, how far it is
+through its plan and when it should end. The functions below turn held records into series and
+the Live page's figures (numpy arrays in, plotly figures out). Nothing here imports Streamlit.
 """
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ MAX_PROBLEMS = 200
 MAX_READS_PER_POLL = 16
 # The train record fields of TD-EMA (bufcore.TDWeighting.update's metrics).
 TD_FIELDS = ("td/ema_mean", "td/ema_std", "td/batch_mean", "td/batch_std")
+# A run is stalled after this many refresh intervals (or of its own usual gaps between
+# records, when those are longer) without a new record.
+STALL_INTERVALS = 5
+# The most recent records the run's speed (and its usual gap) is measured over.
+RATE_RECORDS = 200
+# The record kind a run logs last (the demo does), and the run record's field for its plan.
+END_KIND = "end"
+PLAN_FIELD = "total_steps"
+RUNNING, FINISHED, STALLED = "running", "finished", "stalled"
 
 
 def metrics_path(source: Path, kind: str) -> Path | None:
@@ -144,6 +154,112 @@ class LiveTail:
         self._records.clear()
         self._latest.clear()
         self._problems.clear()
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Where a followed run stands.
+
+    Attributes:
+        state: :data:`RUNNING`, :data:`FINISHED` or :data:`STALLED`.
+        step: The last record's step.
+        total: The steps the run planned (its ``run`` record's ``total_steps``), or None.
+        rate: Steps per second over the recent records, or None when it cannot be measured.
+        eta: Seconds until step ``total`` at ``rate`` while running, else None.
+        silent: Seconds since the last record was written.
+        stall_after: Seconds of silence after which the run counts as stalled.
+        reason: Why ``state``, in words.
+    """
+
+    state: str
+    step: int
+    total: int | None
+    rate: float | None
+    eta: float | None
+    silent: float
+    stall_after: float
+    reason: str
+
+    @property
+    def progress(self) -> str:
+        """``"1,200 of 1,500 (80%)"``, or ``"1,200"`` without a plan."""
+        if self.total is None:
+            return f"{self.step:,}"
+        return f"{self.step:,} of {self.total:,} ({min(self.step / self.total, 1.0):.0%})"
+
+
+def planned_steps(run: dict[str, Any] | None) -> int | None:
+    """The ``total_steps`` a ``run`` record announces (an int >= 1), or None."""
+    total = None if run is None else run.get(PLAN_FIELD)
+    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+        return None
+    return total
+
+
+def run_status(
+    records: Sequence[dict[str, Any]],
+    *,
+    run: dict[str, Any] | None,
+    now: float,
+    refresh_seconds: float,
+) -> RunStatus:
+    """The state of the run whose most recent records are ``records``.
+
+    Finished: the last record is an ``end`` record (the demo logs one after its last step),
+    or the run planned ``total_steps`` in its ``run`` record and the last step reached them.
+    Stalled: otherwise, when no record arrived for :data:`STALL_INTERVALS` refresh intervals,
+    or as many of the run's own usual gaps between records where those are longer (a run that
+    logs every minute is not stalled after ten seconds). Running: otherwise. The speed is
+    measured over the last :data:`RATE_RECORDS` records.
+
+    Args:
+        records: The records held, in file order (at least one).
+        run: The run's ``run`` record (its plan), or None.
+        now: The current time (seconds since the epoch, as the records' ``time``).
+        refresh_seconds: The page's refresh interval.
+
+    Raises:
+        ValueError: ``records`` is empty.
+    """
+    if not records:
+        raise ValueError("records: expected at least one record, got none")
+    last = records[-1]
+    step = int(last["step"])
+    total = planned_steps(run)
+    recent = records[-RATE_RECORDS:]
+    times = np.array([float(r["time"]) for r in recent], dtype=np.float64)
+    gaps = np.diff(times)
+    gaps = gaps[gaps > 0]
+    usual = float(np.median(gaps)) if gaps.size else 0.0
+    stall_after = STALL_INTERVALS * max(float(refresh_seconds), usual)
+    silent = max(0.0, now - float(last["time"]))
+    span, advanced = times[-1] - times[0], step - int(recent[0]["step"])
+    rate = advanced / span if span > 0 and advanced > 0 else None
+    if last["kind"] == END_KIND:
+        state, reason = FINISHED, f"the run logged its end at step {step:,}"
+    elif total is not None and step >= total:
+        state, reason = FINISHED, f"the run reached its planned {total:,} steps"
+    elif silent > stall_after:
+        state = STALLED
+        if usual > refresh_seconds:
+            reason = (f"no record for {duration_text(silent)}, though the run usually logs "
+                      f"every {duration_text(usual)} ({STALL_INTERVALS} such gaps count as "
+                      "stalled)")
+        else:
+            reason = (f"no record for {duration_text(silent)}, longer than {STALL_INTERVALS} "
+                      f"refresh intervals ({duration_text(stall_after)})")
+    else:
+        pace = "" if rate is None else f"{rate:,.1f} steps/s; "
+        state, reason = RUNNING, f"{pace}the last record arrived {age_text(silent)}"
+    eta = None
+    if state == RUNNING and total is not None and rate is not None:
+        eta = (total - step) / rate
+    return RunStatus(state, step, total, rate, eta, silent, stall_after, reason)
+
+
+def duration_text(seconds: float) -> str:
+    """``age_text`` without "ago": ``"4 s"``, ``"3 min"``, ``"2.5 h"``."""
+    return age_text(seconds).removesuffix(" ago")
 
 
 @dataclass(frozen=True)

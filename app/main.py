@@ -31,6 +31,7 @@ page = st.navigation(
             st.Page(PAGES / "z_buffer.py", title="Z-buffer"),
         ],
         "Training": [
+            st.Page(PAGES / "metrics.py", title="Metrics"),
             st.Page(PAGES / "curriculum.py", title="Curriculum"),
             st.Page(PAGES / "td_ema.py", title="TD-EMA"),
             st.Page(PAGES / "live.py", title="Live"),

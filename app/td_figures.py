@@ -68,15 +68,23 @@ def stat_figure(
 
 
 def weight_histogram_figure(
-    weights: np.ndarray, *, min_weight: float, max_weight: float, step: int, bins: int = 60
+    weights: np.ndarray,
+    *,
+    min_weight: float,
+    max_weight: float,
+    step: int,
+    empirical: bool,
+    bins: int = 60,
 ) -> go.Figure:
-    """Histogram of previewed weights at ``step``, with the clip bounds as dashed lines."""
+    """Histogram of previewed weights at ``step``, with the clip bounds as dashed lines; the
+    note says whether they come from the logged distribution (``empirical``) or from the
+    Normal assumption."""
     counts, edges = histogram(weights, bins=bins)
     figure = go.Figure()
     if counts.size:
         share = counts / max(int(counts.sum()), 1)
         figure.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=share,
-                                width=np.diff(edges), name="samples",
+                                width=np.diff(edges), name="TD errors",
                                 marker={"color": BATCH_COLOUR}))
     for bound, name, colour in ((min_weight, "min", MIN_COLOUR), (max_weight, "max", MAX_COLOUR)):
         figure.add_vline(x=bound, line_dash="dash", line_color=colour,
@@ -85,40 +93,84 @@ def weight_histogram_figure(
         figure,
         title=f"Previewed TD weights at step {step}",
         x="weight (after clipping)",
-        y="fraction of samples",
-        note=f"{len(weights):,} samples of Normal(batch mean, batch std)",
+        y="share of TD errors",
+        note=f"{len(weights):,} evenly spaced levels of "
+        + ("the logged TD error distribution" if empirical
+           else "Normal(batch mean, batch std): no distribution logged"),
     )
 
 
 def clip_figure(
-    preview: WeightPreview, series: TDSeries, *, logged: bool, smoothing: float = 0.0
+    preview: WeightPreview,
+    series: TDSeries,
+    *,
+    logged: bool,
+    smoothing: float = 0.0,
+    warmup_step: int | None = None,
 ) -> go.Figure:
     """Fraction of weights clipped at each bound over training: the preview, and (with
     ``logged``) the fractions training logged at the run's own settings; both smoothed with
     ``smoothing`` (see :func:`app.td_view.smooth`).
 
+    The first batches, normalised with the prior or a young EMA, clip far more than the rest;
+    with ``warmup_step`` the warmup is shaded and the y axis fits the curves after it (the
+    note gives the warmup's peak, drawn off the axis).
+
     Raises:
         ValueError: ``smoothing`` outside [0, 1).
     """
     figure = go.Figure()
-    steps = preview.steps.astype(np.float64)
-    for values, name, colour in ((preview.clip_min, "min", MIN_COLOUR),
-                                 (preview.clip_max, "max", MAX_COLOUR)):
-        figure.add_trace(line_trace(steps, smooth(values, smoothing),
-                                    name=f"preview: clipped at {name}", line={"color": colour}))
+    curves: list[tuple[np.ndarray, np.ndarray]] = []
     if logged:
+        # Drawn first, wide and pale, so the preview on top does not hide them where they agree.
         all_steps = series.steps.astype(np.float64)
         for values, name, colour in ((series.clip_min, "min", MIN_COLOUR),
                                      (series.clip_max, "max", MAX_COLOUR)):
             kept = min_max(all_steps, smooth(values, smoothing))
+            curves.append((kept.x, kept.y))
             figure.add_trace(line_trace(kept.x, kept.y, name=f"logged: clipped at {name}",
-                                        line={"color": colour, "dash": "dot"}))
-    figure.update_yaxes(rangemode="tozero")
+                                        line={"color": colour, "width": 6}, opacity=0.3))
+    steps = preview.steps.astype(np.float64)
+    for values, name, colour in ((preview.clip_min, "min", MIN_COLOUR),
+                                 (preview.clip_max, "max", MAX_COLOUR)):
+        shown = smooth(values, smoothing)
+        curves.append((steps, shown))
+        figure.add_trace(line_trace(steps, shown, name=f"preview: clipped at {name}",
+                                    line={"color": colour, "width": 1.5}))
+    notes = [f"preview at {len(steps):,} logged steps"]
+    if smoothing:
+        notes.append(f"smoothed {smoothing:.2f}")
+    top = _fitted_top(curves, warmup_step)
+    if top is not None and warmup_step is not None:
+        after, peak = top
+        figure.update_yaxes(range=[0.0, after])
+        figure.add_vrect(x0=float(series.steps[0]), x1=warmup_step, fillcolor="grey",
+                         opacity=0.12, line_width=0)
+        if peak > after:
+            notes.append(f"warmup (shaded) peaks at {peak:.0%}, off the axis")
+    else:
+        figure.update_yaxes(rangemode="tozero")
+    figure.update_yaxes(tickformat=".1%")
     return styled(
         figure,
         title="Fraction of TD weights clipped at each bound",
         x="training step",
-        y="fraction clipped",
-        note=f"preview at {len(steps):,} logged steps, {preview.samples:,} samples each"
-        + (f"; smoothed {smoothing:.2f}" if smoothing else ""),
+        y="share of TD weights clipped",
+        note="; ".join(notes),
     )
+
+
+def _fitted_top(
+    curves: list[tuple[np.ndarray, np.ndarray]], warmup_step: int | None
+) -> tuple[float, float] | None:
+    """``(axis top, highest value anywhere)`` for a y axis fitted to the values after
+    ``warmup_step``; None without a warmup or without a finite value after it."""
+    if warmup_step is None:
+        return None
+    after = [y[(x > warmup_step) & np.isfinite(y)] for x, y in curves]
+    later = np.concatenate(after) if after else np.zeros(0)
+    if later.size == 0:
+        return None
+    everything = np.concatenate([y[np.isfinite(y)] for _, y in curves])
+    # Headroom above the highest curve; an all-zero curve still gets a visible axis.
+    return max(1.15 * float(later.max()), 0.01), float(everything.max())

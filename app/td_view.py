@@ -2,11 +2,17 @@
 of the TD weights other settings would give.
 
 Everything comes from a run's ``train`` records (``td/ema_mean``, ``td/ema_std``,
-``td/batch_mean``, ``td/batch_std``, ``td/clip_min_fraction``, ``td/clip_max_fraction``; see
-:class:`bufcore.TDWeighting`). The log holds each batch's mean and std only, not its TD
-errors, so the weight preview assumes they were Normal(batch mean, batch std) and draws
-samples from that; the weights themselves come from :func:`bufcore.build_weights`, normalised
-with the EMA as it stood *before* the step's update, as training computes them.
+``td/batch_mean``, ``td/batch_std``, ``td/clip_min_fraction``, ``td/clip_max_fraction`` and,
+where the run logged them, ``td/norm_quantiles``; see :class:`bufcore.TDWeighting`).
+
+The weight preview works on the normalised TD errors ``z = (td - mean) / (std + 1e-8)``, with
+the EMA as it stood *before* the step's update (as training normalises). Where a record holds
+``td/norm_quantiles`` (the logged distribution of ``z``), the clipped fractions come from it
+(:func:`bufcore.inspect.clip_fractions`, off by less than the level spacing: 0.5 points for the
+demo's 201 levels). A record without them falls back to assuming the batch's TD errors were
+Normal(batch mean, batch std), which skewed TD errors do not follow; the preview says which
+basis each step used. The histogram's weights come from :func:`bufcore.build_weights` applied
+to the quantile function of ``z`` (logged or Normal) on an even grid of levels.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import numpy as np
 import torch
 
 from bufcore import build_weights
+from bufcore.inspect import clip_fractions
 
 # Keys of a train record, and the option names of the demo's run record / run.json.
 STAT_KEYS = {
@@ -34,6 +41,10 @@ STAT_KEYS = {
 DEFAULT_BETA, DEFAULT_MIN_WEIGHT, DEFAULT_MAX_WEIGHT = 1.0, 0.1, 5.0
 # The EMA's prior: what the first update's weights are normalised with.
 PRIOR_MEAN, PRIOR_STD = 0.0, 1.0
+# The logged distribution of the normalised TD errors (TDWeighting(quantiles=...)).
+QUANTILES_KEY = "td/norm_quantiles"
+# build_weights divides by std + 1e-8; the normalisation here does the same.
+STD_EPS = 1e-8
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,9 @@ class TDSeries:
         batch_mean, batch_std: The batch's statistics (NaN when it had no valid token).
         clip_min, clip_max: Logged fractions of the batch's weights clipped at each bound
             (NaN when not logged).
+        quantiles: ``[records, levels]``: each record's logged quantiles of its normalised TD
+            errors (a NaN row where a record has none that can be used), or None when no
+            record has them.
     """
 
     steps: np.ndarray
@@ -55,6 +69,7 @@ class TDSeries:
     batch_std: np.ndarray
     clip_min: np.ndarray
     clip_max: np.ndarray
+    quantiles: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -94,7 +109,9 @@ def _number(value: Any) -> float:
 def td_series(records: Sequence[Mapping[str, Any]]) -> TDSeries:
     """The TD statistics of the ``train`` records holding ``td/ema_mean`` (others skipped).
 
-    A value that is missing or not a number reads as NaN.
+    A value that is missing or not a number reads as NaN. Quantiles are kept where a record
+    holds a list of finite, non-decreasing numbers as long as the first such list (at least
+    2); any other record gets a NaN row.
     """
     rows = [r for r in records if r.get("kind") == "train" and "td/ema_mean" in r]
     columns = {
@@ -102,7 +119,28 @@ def td_series(records: Sequence[Mapping[str, Any]]) -> TDSeries:
         for name, key in STAT_KEYS.items()
     }
     steps = np.array([int(r.get("step", 0)) for r in rows], dtype=np.int64)
-    return TDSeries(steps=steps, **columns)
+    return TDSeries(steps=steps, **columns, quantiles=_quantile_table(rows))
+
+
+def _quantile_table(rows: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
+    lists = [_quantile_row(r.get(QUANTILES_KEY)) for r in rows]
+    levels = next((len(q) for q in lists if q is not None), None)
+    if levels is None:
+        return None
+    table = np.full((len(rows), levels), np.nan)
+    for i, row in enumerate(lists):
+        if row is not None and len(row) == levels:
+            table[i] = row
+    return table
+
+
+def _quantile_row(value: Any) -> np.ndarray | None:
+    if not isinstance(value, list) or len(value) < 2:
+        return None
+    row = np.array([_number(v) for v in value], dtype=np.float64)
+    if not np.isfinite(row).all() or np.any(np.diff(row) < 0):
+        return None
+    return row
 
 
 def td_settings(
@@ -165,9 +203,12 @@ class WeightPreview:
 
     Attributes:
         steps: The steps previewed.
-        clip_min, clip_max: Fraction of each step's samples clipped at each bound.
-        weights: The samples' weights of the last previewed step (float64).
-        samples: Samples drawn per step.
+        clip_min, clip_max: Fraction of each step's TD errors clipped at each bound.
+        weights: The weights of the last previewed step at ``samples`` evenly spaced levels
+            of its TD errors' distribution (float64; empty when it could not be previewed).
+        samples: Levels the histogram's weights are taken at.
+        empirical: Per step, whether it was previewed from the logged distribution (True) or
+            from the Normal assumption (False).
     """
 
     steps: np.ndarray
@@ -175,6 +216,7 @@ class WeightPreview:
     clip_max: np.ndarray
     weights: np.ndarray
     samples: int
+    empirical: np.ndarray
 
 
 def preview_weights(
@@ -185,20 +227,20 @@ def preview_weights(
     min_weight: float,
     max_weight: float,
     samples: int = 1024,
-    seed: int = 0,
 ) -> WeightPreview:
-    """Weights of Normal(batch mean, batch std) samples at the records ``rows``.
+    """The fractions of TD weights ``beta``, ``min_weight`` and ``max_weight`` would clip at
+    the records ``rows``, and the weights of the last of them (see the module docstring).
 
-    Each record's samples are weighted by :func:`bufcore.build_weights` with the EMA as it
-    stood before that record's update (:meth:`TDSeries.stats_before`). A record without a
-    finite batch mean and std gets NaN fractions (and no weights).
+    A record with logged quantiles is previewed from them; one without, from
+    Normal(batch mean, batch std), normalised with the EMA before that record's update
+    (:meth:`TDSeries.stats_before`). A record with neither (no finite batch mean and std)
+    gets NaN fractions (and no weights).
 
     Args:
         series: The logged statistics.
         rows: Indices into ``series`` (ascending), at least one.
         beta, min_weight, max_weight: As :func:`bufcore.build_weights`.
-        samples: Samples per record, >= 1.
-        seed: Seed of the sampling generator (the same seed gives the same preview).
+        samples: Levels of the distribution the histogram's weights are taken at, >= 1.
 
     Raises:
         ValueError: ``rows`` empty or out of range, ``samples < 1``, or settings that
@@ -210,29 +252,51 @@ def preview_weights(
         raise ValueError(f"rows: expected indices into {len(series)} records, got {rows!r:.80}")
     if samples < 1:
         raise ValueError(f"samples: expected >= 1, got {samples}")
-    generator = torch.Generator().manual_seed(seed)
-    before_mean, before_std = series.stats_before()
-    mask = torch.ones(samples, dtype=torch.bool)
-    low = np.full(index.size, np.nan)
-    high = np.full(index.size, np.nan)
-    weights = torch.zeros(0, dtype=torch.float64)
+    table = (
+        series.quantiles[index] if series.quantiles is not None
+        else np.full((index.size, 2), np.nan)
+    )
+    low, high = (f.numpy() for f in clip_fractions(
+        table, beta=beta, min_weight=min_weight, max_weight=max_weight
+    ))
+    empirical = np.isfinite(low)
+    centre, spread = _normal_z(series)
+    lowest = beta * math.log(min_weight) if min_weight > 0 else -math.inf
+    highest = beta * math.log(max_weight)
     for out, row in enumerate(index):
-        noise = torch.randn(samples, generator=generator, dtype=torch.float64)
-        mean, std = series.batch_mean[row], series.batch_std[row]
-        stats = (before_mean[row], before_std[row])
-        if not (math.isfinite(mean) and math.isfinite(std)) or not all(map(math.isfinite, stats)):
-            weights = torch.zeros(0, dtype=torch.float64)
-            continue
-        td = mean + std * noise
-        weights = build_weights(
-            td, mask, beta, min_weight, max_weight,
-            external_mean=float(stats[0]), external_std=max(float(stats[1]), 0.0),
-        )
-        # Clipped exactly onto a bound (build_weights clamps); as TDWeighting counts them.
-        low[out] = float((weights <= min_weight).double().mean())
-        high[out] = float((weights >= max_weight).double().mean())
-    steps = series.steps[index]
-    return WeightPreview(steps, low, high, weights.numpy().astype(np.float64), samples)
+        if not empirical[out] and math.isfinite(centre[row]) and spread[row] > 0:
+            low[out] = _normal_cdf((lowest - centre[row]) / spread[row])
+            high[out] = 1.0 - _normal_cdf((highest - centre[row]) / spread[row])
+    levels = (np.arange(samples) + 0.5) / samples
+    last = int(index[-1])
+    if empirical[-1]:
+        quantiles = np.asarray(table[-1], dtype=np.float64)
+        z = np.interp(levels, np.linspace(0.0, 1.0, len(quantiles)), quantiles)
+    elif math.isfinite(low[-1]) and math.isfinite(spread[last]):
+        normal = torch.special.ndtri(torch.from_numpy(levels)).numpy()
+        z = centre[last] + spread[last] * normal
+    else:
+        z = np.zeros(0)
+    weights = build_weights(
+        torch.from_numpy(z), torch.ones(len(z), dtype=torch.bool), beta, min_weight,
+        max_weight, external_mean=0.0, external_std=1.0,
+    )
+    return WeightPreview(series.steps[index], low, high, weights.numpy().astype(np.float64),
+                         samples, empirical)
+
+
+def _normal_z(series: TDSeries) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std of each record's normalised TD errors under the Normal assumption
+    (NaN where the batch or the EMA before it has no finite statistics)."""
+    # z = (td - m) / (s + 1e-8) of td ~ Normal(batch mean, batch std).
+    before_mean, before_std = series.stats_before()
+    scale = np.maximum(before_std, 0.0) + STD_EPS
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (series.batch_mean - before_mean) / scale, series.batch_std / scale
+
+
+def _normal_cdf(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
 def spread_rows(count: int, limit: int) -> np.ndarray:

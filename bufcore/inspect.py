@@ -19,7 +19,9 @@ tool that looks inside bufcore's files never reaches into a private module:
   :attr:`WindowSettings.need`, the rows one window reads.
 - **Sampler maths**, the formulas the samplers draw from: :func:`window_weights` (with which
   weight a drawn window comes from each trajectory), :func:`start_counts` and
-  :func:`window_counts` (valid window starts per trajectory).
+  :func:`window_counts` (valid window starts per trajectory); and the TD weighting's
+  :func:`clip_fractions` (the fractions of weights any beta and clip bounds clip, from the
+  quantiles ``TDWeighting(quantiles=...)`` logs).
 - The names of a run directory's files (:data:`METRICS_FILE`, :data:`CHECKPOINT_DIR`,
   :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`, :data:`TRAIN_STATUS`),
   :func:`format_key_path` and
@@ -81,6 +83,7 @@ from bufcore.sampling.windows import (
     window_counts,
     window_weights,
 )
+from bufcore.stats.td_quantiles import clip_fractions
 from bufcore.tree import KeyPath, format_key_path
 
 __all__ = [
@@ -110,6 +113,7 @@ __all__ = [
     "Weighting",
     "WindowSettings",
     "buffer_dirs",
+    "clip_fractions",
     "format_key_path",
     "human_bytes",
     "inspect_path",

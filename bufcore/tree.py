@@ -10,6 +10,7 @@ shape after the batch axes) and the dtype; the first non-empty write fixes it.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import numbers
 from collections.abc import Collection, Mapping, Sequence
@@ -134,6 +135,18 @@ def unflatten(flat: Mapping[KeyPath, T]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[path[-1]] = value
     return nested
+
+
+def leaf_holding_another(paths: Collection[KeyPath]) -> tuple[KeyPath, KeyPath] | None:
+    """The first ``(leaf, deeper path)`` where a leaf is also the group of another path, or None.
+
+    Key paths cannot nest into a leaf (``("obs",)`` and ``("obs", "state")`` at once): a
+    nested dict has one or the other. Sorted, a prefix comes right before its extensions.
+    """
+    for shorter, longer in itertools.pairwise(sorted(paths)):
+        if longer[: len(shorter)] == shorter:
+            return shorter, longer
+    return None
 
 
 def join_key_path(path: KeyPath, separator: str) -> str:

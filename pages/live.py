@@ -9,13 +9,17 @@ import streamlit as st
 
 from app import ui
 from app.live import (
+    FINISHED,
     MAX_RECORDS,
+    RUNNING,
     LiveTail,
     age_text,
+    duration_text,
     eval_figure,
     metrics_path,
     occupancy,
     occupancy_figure,
+    run_status,
     td_figure,
     td_series,
 )
@@ -76,12 +80,30 @@ if source is not None:
         if last is None:
             st.info(f"{log}: no records yet. The page picks them up as the run writes them.")
             return
+        status = run_status(tail.records, run=tail.latest("run"), now=time.time(),
+                            refresh_seconds=live_every)
+        if status.state == RUNNING:
+            st.success(f"**Running**: {status.reason}.")
+        elif status.state == FINISHED:
+            st.success(f"**Finished**: {status.reason}.")
+        else:
+            st.warning(f"**Stalled**: {status.reason}. The run may have crashed, been stopped "
+                       "or be stuck.")
+        if status.total is not None:
+            st.progress(min(status.step / status.total, 1.0), text=f"Step {status.progress}")
+        else:
+            st.caption(f"Step {status.progress}; the run logged no plan (`total_steps` in its "
+                       "`run` record), so there is no step count to reach or time left.")
         # Re-read each refresh (cached per checkpoint version): the run keeps checkpointing.
         if (data := ui.source_data(watched)) is not None:
             ui.show_moments(data, tail.records)
         cols = st.columns(4)
-        cols[0].metric("Last step", last["step"], help=f"last record: {last['kind']}")
-        cols[1].metric("Last record written", age_text(time.time() - last["time"]))
+        cols[0].metric("Time left", "n/a" if status.eta is None else duration_text(status.eta),
+                       help="At the speed of the recent records"
+                       + (f" ({status.rate:,.1f} steps/s)" if status.rate is not None else "")
+                       + "; shown while a run that logged its plan is running.")
+        cols[1].metric("Last record written", age_text(status.silent),
+                       help=f"last record: {last['kind']} at step {last['step']:,}")
         cols[2].metric("New this refresh", len(new))
         cols[3].metric("Records held", f"{len(tail.records):,}",
                        help=f"of {tail.total:,} read; the most recent {MAX_RECORDS:,} are kept")

@@ -1,5 +1,6 @@
 """TD-EMA: the TD-error EMA against each batch's statistics, and a preview of the TD weights
-other beta / clip settings would give."""
+other beta / clip settings would give (from the logged TD error distribution where the run
+logged one, else under a labelled Normal assumption)."""
 
 from __future__ import annotations
 
@@ -79,11 +80,21 @@ if source is not None and data is not None:
         )
 
     st.subheader("Weight preview")
+    logged_distribution = series.quantiles is not None
+    basis = (
+        "Each update logged the distribution of its normalised TD errors (td - EMA mean) / "
+        "EMA std as quantiles (`td/norm_quantiles`), so the preview reads the fraction any "
+        "beta and bounds clip **from the logged distribution**, within 0.5 points of what "
+        "training counted at the same settings (with 201 levels)."
+        if logged_distribution else
+        "This log holds each batch's TD mean and std but not its distribution "
+        "(`td/norm_quantiles`; log it with `TDWeighting(..., quantiles=201)`), so the preview "
+        "**assumes each batch's TD errors were Normal(batch mean, batch std)**: skewed or "
+        "heavy-tailed TD errors clip differently from what it shows."
+    )
     st.caption(
-        "The log keeps each batch's TD mean and std, not its TD errors, so the preview "
-        "**assumes each batch's TD errors were Normal(batch mean, batch std)**, draws samples, "
-        "and weights them with bufcore.build_weights using the EMA as it stood before that "
-        "update (as training did). Defaults are the run's own settings"
+        basis + " Weights use the EMA as it stood before each update (as training did). "
+        "Defaults are the run's own settings"
         + ("." if settings.recorded else " (this run did not record them: bufcore's defaults).")
     )
     cols = st.columns(4)
@@ -109,7 +120,7 @@ if source is not None and data is not None:
         st.stop()
     row = steps.index(step) if step in steps else len(steps) - 1
     single = preview_weights(series, [row], beta=beta, min_weight=min_weight,
-                             max_weight=max_weight, samples=HISTOGRAM_SAMPLES, seed=row)
+                             max_weight=max_weight, samples=HISTOGRAM_SAMPLES)
     rows = spread_rows(len(series), PREVIEW_STEPS)
     preview = preview_weights(series, rows, beta=beta, min_weight=min_weight,
                               max_weight=max_weight, samples=CHART_SAMPLES)
@@ -117,8 +128,9 @@ if source is not None and data is not None:
         settings.beta, settings.min_weight, settings.max_weight
     )
     metrics = st.columns(4)
-    metrics[0].metric("Clipped at min (preview)", f"{single.clip_min[0]:.1%}")
-    metrics[1].metric("Clipped at max (preview)", f"{single.clip_max[0]:.1%}")
+    kind = "preview" if single.empirical[0] else "preview, Normal"
+    metrics[0].metric(f"Clipped at min ({kind})", f"{single.clip_min[0]:.1%}")
+    metrics[1].metric(f"Clipped at max ({kind})", f"{single.clip_max[0]:.1%}")
     if at_run:
         for column, name, values in ((metrics[2], "min", series.clip_min),
                                      (metrics[3], "max", series.clip_max)):
@@ -128,19 +140,25 @@ if source is not None and data is not None:
     left, right = st.columns(2)
     left.plotly_chart(
         weight_histogram_figure(single.weights, min_weight=min_weight, max_weight=max_weight,
-                                step=step),
+                                step=step, empirical=bool(single.empirical[0])),
         width="stretch",
     )
     right.plotly_chart(
-        clip_figure(preview, series, logged=at_run, smoothing=smoothing), width="stretch"
+        clip_figure(preview, series, logged=at_run, smoothing=smoothing, warmup_step=end),
+        width="stretch",
     )
     if at_run:
         low_gap, high_gap = clip_gap(preview, series, rows)
+        meaning = (
+            "from the logged distribution it stays below 0.5 points (the quantiles' spacing)."
+            if preview.empirical.all() else
+            "under the Normal assumption a gap above about 1 point means the TD errors were "
+            "not Normal (skewed or heavy-tailed)."
+        )
         st.caption(
-            f"At the run's own settings the dotted lines are what training logged. Mean gap "
-            f"preview vs logged: {low_gap:.1%} (min bound), {high_gap:.1%} (max bound); a gap "
-            "larger than sampling noise (about 1%) means the TD errors were not Normal "
-            "(skewed or heavy-tailed)."
+            f"At the run's own settings the wide pale lines are what training logged. Mean gap "
+            f"preview vs logged: {low_gap:.2%} (min bound), {high_gap:.2%} (max bound); "
+            + meaning
         )
     else:
         st.caption(

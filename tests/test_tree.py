@@ -11,6 +11,7 @@ from bufcore.tree import (
     check_cast,
     flatten,
     join_key_path,
+    leaf_holding_another,
     split_key_name,
     to_tensor,
     unflatten,
@@ -180,3 +181,19 @@ def test_check_cast_refuses_a_change_of_kind_by_dtype_alone(
 ) -> None:
     with pytest.raises(TypeError, match=r"data\['act'\]: dtype .* cannot be cast safely"):
         check_cast(torch.zeros(2, dtype=source), stored, where="data['act']")
+
+
+@pytest.mark.parametrize(
+    ("paths", "expected"),
+    [
+        ([("a",), ("b",)], None),
+        ([("a", "x"), ("a", "y")], None),
+        ([("ab",), ("a",)], None),
+        ([("a", "x"), ("a",)], (("a",), ("a", "x"))),
+        ([("z",), ("o", "s", "t"), ("o", "s")], (("o", "s"), ("o", "s", "t"))),
+    ],
+)
+def test_leaf_holding_another_names_the_leaf_that_is_also_a_group(
+    paths: list[tuple[str, ...]], expected: tuple[tuple[str, ...], tuple[str, ...]] | None
+) -> None:
+    assert leaf_holding_another(paths) == expected

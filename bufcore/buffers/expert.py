@@ -39,7 +39,7 @@ from bufcore.fields import Field
 from bufcore.rng import make_generator
 from bufcore.sampling.boundaries import find_start_stop_traj
 from bufcore.sampling.samplers import PriorityWindows
-from bufcore.sampling.windows import TrajectoryTable, Weighting
+from bufcore.sampling.windows import TrajectoryTable, Weighting, check_weighting
 from bufcore.storage.ring import RingStorage, RowSource
 from bufcore.tree import (
     Key,
@@ -118,7 +118,8 @@ class TrajectoryDictBuffer(WindowedBuffer):
         weighting: Weighting = "trajectory",
         seed: int | None = None,
     ) -> None:
-        self._window = WindowOptions(seq_length, output_key_t, output_key_tp1, end_key, weighting)
+        self._window = WindowOptions(seq_length, output_key_t, output_key_tp1, end_key)
+        weighting = check_weighting(weighting)
         self.motion_id_key = as_key(motion_id_key, "motion_id_key")
         self.nested_key_separator = check_separator(nested_key_separator)
         self.device = check_device(device)
@@ -144,9 +145,9 @@ class TrajectoryDictBuffer(WindowedBuffer):
             self._storage.restore(source, cursor=0, is_full=True)
         end = self._storage.view(end_path).reshape(source.count, -1)
         end[-1] = True  # the last episode ends on the last row, whatever the source
-        self._index(end[:, 0])
+        self._index(end[:, 0], weighting)
 
-    def _index(self, end: torch.Tensor) -> None:
+    def _index(self, end: torch.Tensor, weighting: Weighting) -> None:
         """Trajectories, motion ids and uniform priorities from the stored end flags."""
         start, stop, lengths = find_start_stop_traj(end, True)
         self.start_idx, self.stop_idx, self.lengths = start, stop, lengths
@@ -167,7 +168,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
         self.motion_ids = [int(v) for v in first_rows.tolist()]
         count = len(lengths)
         uniform = torch.full((count,), 1.0 / count, dtype=torch.float32, device=self.device)
-        self._sampler = PriorityWindows(table, uniform, weighting=self._window.weighting)
+        self._sampler = PriorityWindows(table, uniform, weighting=weighting)
 
     # ------------------------------------------------------------------ state
     @property

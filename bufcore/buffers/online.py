@@ -50,7 +50,7 @@ from bufcore.errors import KeyPathError, StateError
 from bufcore.fields import Field
 from bufcore.rng import make_generator
 from bufcore.sampling.samplers import OnlineWindows
-from bufcore.sampling.windows import TrajectoryTable, Weighting
+from bufcore.sampling.windows import TrajectoryTable, Weighting, check_weighting
 from bufcore.storage.batches import RowSource
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import Key, format_key_path
@@ -108,7 +108,8 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         seed: int | None = None,
     ) -> None:
         self._n_dim = check_int(n_dim, "n_dim", minimum=1, maximum=2)
-        self._window = WindowOptions(seq_length, output_key_t, output_key_tp1, end_key, weighting)
+        self._window = WindowOptions(seq_length, output_key_t, output_key_tp1, end_key)
+        weighting = check_weighting(weighting)
         self.capacity = check_int(capacity, "capacity", minimum=1)
         self.device = check_device(device)
         self.nested_key_separator = check_separator(nested_key_separator)
@@ -116,7 +117,7 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         self._generator = make_generator(self.device, self.seed)
         self._storage = RingStorage(self.capacity, device=self.device, batch_dims=self._n_dim)
         self._sampler = OnlineWindows(
-            self.capacity, device=self.device, weighting=self._window.weighting
+            self.capacity, device=self.device, weighting=weighting
         )
 
     @property

@@ -17,7 +17,6 @@ store tuples as lists, and a nested dict key selects all its leaves.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -64,18 +63,18 @@ class WindowOptions:
         output_key_tp1: Keys returned under ``"next"``; empty for none (windows then need
             ``seq_length`` rows instead of ``seq_length + 1``).
         end_key: The end-flag leaf.
-        weighting: ``"trajectory"`` (the reference's) or ``"window"``.
+
+    How windows are weighted is the sampler's (its ``weighting``), not an option kept here.
 
     Raises:
         TypeError: malformed keys or a non-int ``seq_length``.
-        ValueError: ``seq_length`` outside ``[1, 2**62]`` or an unknown weighting.
+        ValueError: ``seq_length`` outside ``[1, 2**62]``.
     """
 
     seq_length: int = 1
     output_key_t: Sequence[Key] = DEFAULT_KEYS
     output_key_tp1: Sequence[Key] = DEFAULT_KEYS
     end_key: Key = DEFAULT_END_KEY
-    weighting: Weighting = "trajectory"
     end_path: KeyPath = field(init=False)
 
     def __post_init__(self) -> None:
@@ -85,7 +84,6 @@ class WindowOptions:
         set_(self, "output_key_t", key_list(self.output_key_t, "output_key_t"))
         set_(self, "output_key_tp1", key_list(self.output_key_tp1, "output_key_tp1"))
         set_(self, "end_key", as_key(self.end_key, "end_key"))
-        set_(self, "weighting", check_weighting(self.weighting))
         set_(self, "end_path", as_key_path(self.end_key))
 
     @property
@@ -129,7 +127,7 @@ class WindowOptions:
         )
 
     def to_config(self) -> dict[str, Any]:
-        """config.json fields (the weighting is bufcore-only and goes to state.json)."""
+        """config.json fields (the sampler's weighting is bufcore-only and goes to state.json)."""
         return {
             "seq_length": self.seq_length,
             "output_key_t": [key_json(k) for k in self.output_key_t],
@@ -139,7 +137,8 @@ class WindowOptions:
 
     @staticmethod
     def saved_kwargs(config: Field, state: Field) -> dict[str, Any]:
-        """Constructor keyword arguments from saved config and state (BFM-Zero's defaults).
+        """Constructor keyword arguments from saved config and state (BFM-Zero's defaults),
+        the sampler's ``weighting`` included.
 
         Raises:
             StateError: a field has the wrong type.
@@ -348,8 +347,8 @@ class WindowedBuffer(Buffer):
 
     @property
     def weighting(self) -> Weighting:
-        """``"trajectory"`` or ``"window"``."""
-        return self._window.weighting
+        """``"trajectory"`` or ``"window"``: how the sampler weighs windows."""
+        return self._sampler.weighting
 
     def with_weighting(self: W, weighting: Weighting) -> W:
         """A view of this buffer that samples windows with ``weighting``.
@@ -364,6 +363,5 @@ class WindowedBuffer(Buffer):
             ValueError: ``weighting`` is not ``"trajectory"`` or ``"window"``.
         """
         view = copy.copy(self)
-        view._window = dataclasses.replace(self._window, weighting=check_weighting(weighting))
-        view._sampler = self._sampler.with_weighting(view._window.weighting)
+        view._sampler = self._sampler.with_weighting(check_weighting(weighting))
         return view

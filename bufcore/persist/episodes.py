@@ -18,6 +18,12 @@ BFM-Zero's ``load_expert_trajectories`` reads every listed file with
 Unlike humenv's reader, :func:`load_episode_based_h5` checks the file's structure and names the
 file and episode at fault, instead of failing later with a bare ``KeyError`` or building a buffer
 from misaligned columns. Files are read with h5py only; nothing is unpickled.
+
+Needed by (DESIGN rule 5): BFM-Zero's expert motions (``tests/buffers/test_motions.py``); the
+structure checks: ``tests/persist/test_episodes.py``; the refusals of links out, cycles and
+FIFOs: ``tests/fault/test_untrusted_files.py`` (README Guarantees); the atomic write:
+``tests/persist/test_episodes.py::
+test_a_failure_while_writing_keeps_the_old_file_and_removes_the_temporary_one``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ dict of CPU tensors with the checkpoint reader
 directory), so it refuses what a checkpoint load refuses: groups, links and external storage
 (:mod:`bufcore.persist.hdf5_guard`), non-numeric dtypes, datasets whose leading axes differ, and
 a leaf that is also the prefix of another. Nothing is unpickled.
+
+Needed by: BFM-Zero's ``DictBuffer.load_hdf5`` (``tests/buffers/test_bfm_names.py``,
+``tests/persist/test_hdf5_file.py``); it adds no mechanism of its own.
 """
 
 from __future__ import annotations

@@ -16,6 +16,13 @@ reader holding an old offset finds the file shorter than that offset, or finds t
 before its offset is not a newline, and :func:`read_lines` reports a restart. A new run that has
 already written past the old offset with a newline exactly at that place goes unnoticed; its first
 line is then read from the middle (and is reported as invalid by the record layer).
+
+What needs each mechanism (DESIGN rule 5): one unbuffered ``O_APPEND`` write per line and the
+restart check of :func:`read_lines`: ``tests/runs/test_tailing.py`` (every record once, in order,
+never torn, across a new run; README Guarantees); the cut-off of a half-failed write:
+``tests/persist/test_jsonl.py::test_a_write_that_fails_halfway_removes_the_part_written``; the
+line limit: ``::test_write_line_refuses_a_line_longer_than_readers_accept``; :func:`count_lines`
+(a log summarised without holding it): ``tests/runs/test_run_summary.py``.
 """
 
 from __future__ import annotations

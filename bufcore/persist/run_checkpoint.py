@@ -13,6 +13,9 @@ The whole directory is staged and swapped in with one rename (:mod:`bufcore.pers
 so a reader sees the previous checkpoint or the new one, never buffers from one save and run
 state from another. What ``run.json`` holds beyond ``format`` and ``version`` is the run's
 business (the demo writes its step, round, options, curriculum, TD-EMA and agent state).
+
+Needed by (DESIGN rule 5): ``tests/persist/test_run_checkpoint.py`` (one directory published
+whole, replacing only a run checkpoint; README Guarantees).
 """
 
 from __future__ import annotations

@@ -326,6 +326,7 @@ def window_settings(source: str | os.PathLike[str] | Buffer) -> WindowSettings:
         ids = getattr(source, "motion_ids", None)
         return _settings(
             window,
+            source.weighting,
             motion_key,
             None if saved is None else saved.double().cpu().numpy(),
             None if ids is None else np.asarray(ids, dtype=np.int64),
@@ -349,6 +350,7 @@ def _saved_settings(opened: OpenedCheckpoint) -> WindowSettings:
     ids = state.optional("motion_ids", None)
     return _settings(
         window,
+        options["weighting"],
         options.get("motion_id_key"),
         None if priorities.value is None
         else np.array([item.real(minimum=0.0) for item in priorities.items()]),
@@ -357,11 +359,12 @@ def _saved_settings(opened: OpenedCheckpoint) -> WindowSettings:
     )
 
 
-_WINDOW_OPTIONS = ("seq_length", "output_key_t", "output_key_tp1", "end_key", "weighting")
+_WINDOW_OPTIONS = ("seq_length", "output_key_t", "output_key_tp1", "end_key")
 
 
 def _settings(
     window: WindowOptions,
+    weighting: Weighting,
     motion_key: Any,
     priorities: np.ndarray | None,
     motion_ids: np.ndarray | None,
@@ -369,7 +372,7 @@ def _settings(
     return WindowSettings(
         seq_length=window.seq_length,
         offset=window.offset,
-        weighting=window.weighting,
+        weighting=weighting,
         end_path=window.end_path,
         motion_path=None if motion_key is None else as_key_path(motion_key),
         priorities=None if priorities is None else priorities.astype(np.float64),

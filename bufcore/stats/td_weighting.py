@@ -25,6 +25,7 @@ from bufcore.stats.inputs import (
     check_weight_options,
 )
 from bufcore.stats.td_ema import TDStatsEMA
+from bufcore.stats.td_quantiles import check_levels, normalised_quantiles
 
 # The reference divides by `std + 1e-8`, so a zero std saturates the weights at the bounds.
 _STD_EPS = 1e-8
@@ -87,8 +88,13 @@ def build_weights(
 def _raw_weights(
     values: torch.Tensor, stats: tuple[torch.Tensor, torch.Tensor], beta: float
 ) -> torch.Tensor:
+    return torch.exp(_normalised(values, stats) / beta)
+
+
+def _normalised(values: torch.Tensor, stats: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """``(td - mean) / (std + 1e-8)``: the TD errors as the weights see them."""
     mean, std = stats
-    return torch.exp(((values - mean) / (std + _STD_EPS)) / beta)
+    return (values - mean) / (std + _STD_EPS)
 
 
 def _checked(td_errors: Any, loss_mask: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -172,8 +178,8 @@ class TDWeighting:
 
     For each micro-batch: ``w = tdw.weights(td, mask)`` (weights from the statistics of the
     earlier batches; the first batch uses the prior (0, 1)), then the loss and ``backward``,
-    then ``metrics = tdw.update(td, mask)``. The metrics are 0-d tensors on the device (no
-    host sync; the caller decides when to read them):
+    then ``metrics = tdw.update(td, mask)``. The metrics are tensors on the device, 0-d
+    but for the optional quantiles (no host sync; the caller decides when to read them):
 
     - ``td/ema_mean``, ``td/ema_std``: the statistics after this update;
     - ``td/batch_mean``, ``td/batch_std``: this batch's (global when all-reduced; NaN when it
@@ -181,16 +187,26 @@ class TDWeighting:
     - ``td/clip_min_fraction``, ``td/clip_max_fraction``: fraction of this process's valid
       tokens whose weight, from the statistics before this update, was clipped at
       ``min_weight`` / ``max_weight`` (NaN without valid tokens);
-    - ``td/nonfinite_count``: non-finite tokens excluded so far.
+    - ``td/nonfinite_count``: non-finite tokens excluded so far;
+    - with ``quantiles=q``, ``td/norm_quantiles``: a float32 tensor ``[q]``, the quantiles at
+      levels ``0, 1/(q-1), ..., 1`` of this process's valid tokens' normalised TD errors
+      ``(td - mean) / (std + 1e-8)``, normalised with the statistics before this update (the
+      ones the weights used); NaN without valid tokens. From them
+      :func:`bufcore.inspect.clip_fractions` gives the fractions any other beta and bounds
+      would clip, off by less than ``1/(q-1)`` (see :mod:`bufcore.stats.td_quantiles`).
+      Log it as a list (``metrics["td/norm_quantiles"].tolist()``); it costs one sort of the
+      batch's TD errors per update.
 
     Args:
         ema: The statistics to read and update.
         beta, min_weight, max_weight: As :func:`build_weights`.
         distributed: Passed to :meth:`TDStatsEMA.update`.
+        quantiles: Levels of ``td/norm_quantiles`` (201: every half percent); 0 (the
+            default) reports none, so every metric stays a 0-d tensor.
 
     Raises:
         TypeError: ``ema`` is not a :class:`TDStatsEMA`; an option of the wrong type.
-        ValueError: an option out of range.
+        ValueError: an option out of range (``quantiles`` 1, negative or above 4096).
     """
 
     def __init__(
@@ -201,6 +217,7 @@ class TDWeighting:
         min_weight: float = 0.1,
         max_weight: float = 5.0,
         distributed: bool = True,
+        quantiles: int = 0,
     ) -> None:
         if not isinstance(ema, TDStatsEMA):
             raise TypeError(f"ema: expected a TDStatsEMA, got {type(ema).__name__}")
@@ -209,19 +226,22 @@ class TDWeighting:
         )
         self._ema = ema
         self._distributed = check_bool(distributed, "distributed")
+        self._quantiles = check_levels(quantiles)
 
     @property
     def ema(self) -> TDStatsEMA:
         return self._ema
 
     @property
-    def options(self) -> dict[str, float | bool]:
-        """``beta``, ``min_weight``, ``max_weight`` and ``distributed`` as given."""
+    def options(self) -> dict[str, float | bool | int]:
+        """``beta``, ``min_weight``, ``max_weight``, ``distributed`` and ``quantiles`` as
+        given."""
         return {
             "beta": self._beta,
             "min_weight": self._min_weight,
             "max_weight": self._max_weight,
             "distributed": self._distributed,
+            "quantiles": self._quantiles,
         }
 
     def weights(self, td_errors: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
@@ -253,14 +273,18 @@ class TDWeighting:
         values = td.detach().to(work)
         valid = mask & torch.isfinite(values)
         mean, std = self._ema.get_stats()
-        raw = _raw_weights(values, (mean.to(work), std.to(work)), self._beta)
+        normalised = _normalised(values, (mean.to(work), std.to(work)))
+        raw = torch.exp(normalised / self._beta)
+        distribution = (
+            normalised_quantiles(normalised, valid, self._quantiles) if self._quantiles else None
+        )
         tokens = valid.sum(dtype=work)
         nothing = torch.full_like(tokens, float("nan"))
         below = (valid & (raw < self._min_weight)).sum(dtype=work) / tokens.clamp(min=1)
         above = (valid & (raw > self._max_weight)).sum(dtype=work) / tokens.clamp(min=1)
         batch = self._ema.update(td, mask, distributed=self._distributed)
         ema_mean, ema_std = self._ema.get_stats()
-        return {
+        metrics = {
             "td/ema_mean": ema_mean,
             "td/ema_std": ema_std,
             "td/batch_mean": batch.mean,
@@ -270,3 +294,6 @@ class TDWeighting:
             "td/clip_max_fraction": torch.where(tokens > 0, above, nothing).to(torch.float32),
             "td/nonfinite_count": self._ema.nonfinite_count,
         }
+        if distribution is not None:
+            metrics["td/norm_quantiles"] = distribution
+        return metrics

@@ -9,7 +9,6 @@ passed, so a bad batch never leaves a ring half-written.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -17,7 +16,15 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from bufcore.storage.leaves import leaf_tensor
-from bufcore.tree import KeyPath, LeafSpec, Spec, check_cast, flatten, format_key_path
+from bufcore.tree import (
+    KeyPath,
+    LeafSpec,
+    Spec,
+    check_cast,
+    flatten,
+    format_key_path,
+    leaf_holding_another,
+)
 
 
 @dataclass(frozen=True)
@@ -182,12 +189,11 @@ class TensorRows:
     ) -> None:
         for path, tensor in arrays.items():
             leaf_tensor(tensor, batch_dims, where=f"rows{format_key_path(path)}")
-        for shorter, longer in itertools.pairwise(sorted(arrays)):
-            if longer[: len(shorter)] == shorter:  # sorted: a prefix comes right before
-                raise ValueError(
-                    f"rows: leaf {format_key_path(shorter)} is also a group holding "
-                    f"{format_key_path(longer)}; key paths cannot nest into a leaf"
-                )
+        if nested := leaf_holding_another(arrays):
+            raise ValueError(
+                f"rows: leaf {format_key_path(nested[0])} is also a group holding "
+                f"{format_key_path(nested[1])}; key paths cannot nest into a leaf"
+            )
         self._arrays = dict(arrays)
         self._batch_dims = batch_dims
         self.spec: Spec = {

@@ -30,6 +30,7 @@ PAGES = {
     "trajectories": "../pages/trajectories.py",
     "sampling_lab": "../pages/sampling_lab.py",
     "z_buffer": "../pages/z_buffer.py",
+    "metrics": "../pages/metrics.py",
     "curriculum": "../pages/curriculum.py",
     "td_ema": "../pages/td_ema.py",
     "live": "../pages/live.py",

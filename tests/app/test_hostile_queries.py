@@ -12,12 +12,12 @@ from tests.app.conftest import PAGES, Dashboard
 NUMERIC_KEYS = (
     "lab_batch", "lab_seed", "lab_seq", "lab_draws", "z_points", "td_beta", "td_min_weight",
     "td_max_weight", "td_smooth", "td_step", "cur_min", "cur_max", "cur_scale", "traj_seq",
-    "live_every",
+    "live_every", "m_smooth",
 )
 NAME_KEYS = (
     "run", "buffer", "lab_weighting", "lab_reprioritized", "z_colour", "cur_mode", "cur_sort",
     "traj_online", "traj_expert", "live_on", "cmp_a", "cmp_b", "cmp_a_online", "cmp_a_expert",
-    "cmp_b_online", "cmp_b_expert",
+    "cmp_b_online", "cmp_b_expert", "m_runs", "m_metrics", "m_x", "m_log",
 )
 
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from app.live import (
+    FINISHED,
+    RUNNING,
+    STALLED,
     LiveTail,
     Series,
     age_text,
@@ -18,6 +22,7 @@ from app.live import (
     metrics_path,
     occupancy,
     occupancy_figure,
+    run_status,
     td_figure,
     td_series,
 )
@@ -288,3 +293,77 @@ def test_the_eval_figure_refuses_a_record_without_matching_lists() -> None:
 )
 def test_age_text_reads_in_the_largest_fitting_unit(seconds: float, text: str) -> None:
     assert age_text(seconds) == text
+
+
+# ------------------------------------------------------------------------------ run status
+def timed(*points: tuple[int, float], kind: str = "train") -> list[dict[str, Any]]:
+    """Records at (step, time) points."""
+    return [{"step": step, "time": when, "kind": kind} for step, when in points]
+
+
+PLAN = {"step": 0, "time": 0.0, "kind": "run", "total_steps": 1000}
+
+
+def test_a_run_writing_records_is_running_with_its_step_of_the_plan_and_an_eta() -> None:
+    records = timed((100, 10.0), (200, 20.0), (300, 30.0))
+    status = run_status(records, run=PLAN, now=31.0, refresh_seconds=2)
+    assert status.state == RUNNING
+    assert status.progress == "300 of 1,000 (30%)"
+    assert status.rate == pytest.approx(10.0)
+    assert status.eta == pytest.approx(70.0)
+
+
+def test_an_end_record_last_means_finished() -> None:
+    records = [*timed((100, 10.0), (200, 20.0)), *timed((200, 21.0), kind="end")]
+    status = run_status(records, run=None, now=10_000.0, refresh_seconds=2)
+    assert status.state == FINISHED and status.eta is None
+    assert "logged its end" in status.reason
+
+
+def test_records_after_an_end_record_mean_the_run_went_on() -> None:
+    records = [*timed((100, 10.0), kind="end"), *timed((150, 20.0))]
+    assert run_status(records, run=None, now=21.0, refresh_seconds=2).state == RUNNING
+
+
+def test_reaching_the_planned_steps_means_finished_without_an_end_record() -> None:
+    status = run_status(timed((500, 5.0), (1000, 10.0)), run=PLAN, now=99.0, refresh_seconds=2)
+    assert status.state == FINISHED and "planned 1,000 steps" in status.reason
+    assert status.progress == "1,000 of 1,000 (100%)"
+
+
+@pytest.mark.parametrize(("silent", "state"), [(9.9, RUNNING), (10.1, STALLED)])
+def test_a_run_silent_for_more_than_five_refresh_intervals_is_stalled(
+    silent: float, state: str
+) -> None:
+    records = timed((1, 0.0), (2, 0.5), (3, 1.0))
+    status = run_status(records, run=PLAN, now=1.0 + silent, refresh_seconds=2)
+    assert status.state == state
+    if state == STALLED:
+        assert "longer than 5 refresh intervals (10 s)" in status.reason
+    assert (status.eta is None) == (state == STALLED)
+
+
+def test_a_run_that_logs_every_minute_is_not_stalled_after_a_few_refreshes() -> None:
+    records = timed((1, 0.0), (2, 60.0), (3, 120.0))
+    assert run_status(records, run=PLAN, now=200.0, refresh_seconds=2).state == RUNNING
+    status = run_status(records, run=PLAN, now=421.0, refresh_seconds=2)
+    assert status.state == STALLED
+    assert "usually logs every 60 s" in status.reason
+
+
+@pytest.mark.parametrize("plan", [None, {"kind": "run"}, {"total_steps": 0},
+                                  {"total_steps": True}, {"total_steps": "1000"},
+                                  {"total_steps": 10.5}])
+def test_without_a_usable_plan_there_is_no_total_and_no_eta(plan: dict[str, Any] | None) -> None:
+    status = run_status(timed((1, 0.0), (2, 1.0)), run=plan, now=1.5, refresh_seconds=2)
+    assert status.total is None and status.eta is None and status.progress == "2"
+
+
+def test_a_single_record_has_no_speed_and_no_eta() -> None:
+    status = run_status(timed((5, 0.0)), run=PLAN, now=1.0, refresh_seconds=2)
+    assert status.rate is None and status.eta is None and status.state == RUNNING
+
+
+def test_run_status_refuses_no_records() -> None:
+    with pytest.raises(ValueError, match="records"):
+        run_status([], run=None, now=0.0, refresh_seconds=2)

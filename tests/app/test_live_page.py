@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -24,7 +25,7 @@ def test_live_shows_the_demo_run_up_to_its_last_step(dashboard: Dashboard, demo_
     assert at.title[0].value == "Live"
     last = max(int(line.split(b'"step": ')[1].split(b",")[0])
                for line in (demo_run / "metrics.jsonl").read_bytes().splitlines())
-    assert metric(at, "Last step") == str(last)
+    assert progress(at) == f"Step {last:,} of {last:,} (100%)"
     assert len(at.get("plotly_chart")) == 3
 
 
@@ -38,7 +39,7 @@ def test_live_picks_up_records_appended_between_reruns(
         logger.log("train", 10**6 + 1, {"td/ema_mean": 0.5})
     at.run()
     assert not at.exception
-    assert metric(at, "Last step") == str(10**6 + 1)
+    assert progress(at).startswith(f"Step {10**6 + 1:,} of ")
     assert metric(at, "New this refresh") == "2"
     assert metric(at, "Records held") == f"{held + 2:,}"
 
@@ -92,5 +93,62 @@ def test_live_on_a_log_with_torn_lines_lists_them_as_skipped(
         logger.log("train", 10**6, {"td/ema_mean": 0.5})
     at = dashboard("live", run_copy)
     assert not at.exception
-    assert metric(at, "Last step") == str(10**6)
+    assert progress(at).startswith(f"Step {10**6:,} of ")
     assert at.expander[0].label == "1 log lines skipped"
+
+
+def successes(at: AppTest) -> str:
+    return "\n".join(str(e.value) for e in at.success)
+
+
+def progress(at: AppTest) -> str:
+    return str(at.get("progress")[0].proto.text)
+
+
+def test_live_says_a_finished_run_has_finished(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("live", demo_run)
+    assert "**Finished**: the run logged its end" in successes(at)
+    assert metric(at, "Time left") == "n/a"
+
+
+def test_live_shows_a_running_run_as_step_x_of_its_plan_with_the_time_left(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    # A record every 4 s, the last one a second ago: stalled only after 5 x 4 s of silence.
+    clock = [time.time() - 45.0]
+
+    def tick() -> float:
+        clock[0] += 4.0
+        return clock[0]
+
+    with RunLogger(tmp_path / "run", clock=tick) as logger:
+        logger.log("run", 0, {"total_steps": 400})
+        for step in range(10, 110, 10):
+            logger.log("train", step, {"loss": 1.0})
+    at = dashboard("live", tmp_path / "run")
+    assert not at.exception
+    assert "**Running**" in successes(at)
+    assert progress(at) == "Step 100 of 400 (25%)"
+    # 100 steps in 40 s over the records: 300 steps to go at 2.5 steps/s.
+    assert metric(at, "Time left") == "2 min"
+
+
+def test_live_says_a_run_that_went_silent_has_stalled(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    with RunLogger(tmp_path / "run", clock=lambda: time.time() - 3600) as logger:
+        logger.log("run", 0, {"total_steps": 400})
+        logger.log("train", 10, {"loss": 1.0})
+    at = dashboard("live", tmp_path / "run")
+    assert not at.exception
+    assert not at.success
+    assert any("**Stalled**: no record for 60 min" in w.value for w in at.warning)
+
+
+def test_live_says_when_a_run_logged_no_plan(dashboard: Dashboard, tmp_path: Path) -> None:
+    with RunLogger(tmp_path / "run") as logger:
+        logger.log("train", 10, {"loss": 1.0})
+    at = dashboard("live", tmp_path / "run")
+    assert not at.exception
+    assert not at.get("progress")
+    assert any("Step 10; the run logged no plan" in c.value for c in at.caption)

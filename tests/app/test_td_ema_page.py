@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import Dashboard
@@ -27,7 +28,6 @@ def test_the_page_draws_ema_and_batch_charts_with_the_warmup_marked(
     assert not at.exception
     text = captions(at)
     assert f"warmup ({TINY_DEMO.td_warmup} updates" in text
-    assert "Normal(batch mean, batch std)" in text
 
 
 def test_the_sliders_default_to_the_runs_own_settings(dashboard: Dashboard,
@@ -60,11 +60,40 @@ def test_a_lower_max_weight_clips_more_at_max(dashboard: Dashboard, demo_run: Pa
     assert not any(m.label.endswith("(logged)") for m in at.metric)
 
 
-def test_equal_bounds_clip_every_weight_at_both(dashboard: Dashboard, demo_run: Path) -> None:
+def test_equal_bounds_clip_every_weight_at_one_bound_or_the_other(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
     at = dashboard("td_ema", demo_run, query={"td_min_weight": "1.0", "td_max_weight": "1.0"})
     assert not at.exception
-    assert metric(at, "Clipped at min (preview)") == "100.0%"
-    assert metric(at, "Clipped at max (preview)") == "100.0%"
+    # As training counts: raised to 1 (clipped at min) or lowered to 1 (clipped at max).
+    low = float(metric(at, "Clipped at min (preview)").rstrip("%"))
+    high = float(metric(at, "Clipped at max (preview)").rstrip("%"))
+    assert low + high == pytest.approx(100.0, abs=0.15)
+
+
+def test_the_demo_is_previewed_from_its_logged_td_error_distribution(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("td_ema", demo_run)
+    assert "from the logged distribution" in captions(at)
+    for bound in ("min", "max"):
+        preview = float(metric(at, f"Clipped at {bound} (preview)").rstrip("%"))
+        logged = float(metric(at, f"Clipped at {bound} (logged)").rstrip("%"))
+        assert abs(preview - logged) < 0.5
+
+
+def test_a_log_without_the_distribution_is_previewed_as_normal_and_says_so(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    log = run_copy / "metrics.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    for record in records:
+        record.pop("td/norm_quantiles", None)
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    at = dashboard("td_ema", run_copy)
+    assert not at.exception
+    assert "assumes each batch's TD errors were Normal(batch mean, batch std)" in captions(at)
+    assert metric(at, "Clipped at min (preview, Normal)").endswith("%")
 
 
 def test_a_log_without_train_records_says_so_naming_the_file(

@@ -25,7 +25,7 @@ from app.td_view import (
     td_settings,
     warmup_end,
 )
-from bufcore import TDStatsEMA, TDWeighting
+from bufcore import RunLogger, TDStatsEMA, TDWeighting
 from tests.support import TINY_DEMO
 
 
@@ -132,7 +132,7 @@ def test_spread_rows_keeps_the_first_and_last_and_at_most_the_limit(count: int,
     assert np.all(np.diff(rows) > 0)
 
 
-def test_the_preview_is_the_same_for_the_same_seed() -> None:
+def test_the_preview_is_the_same_every_time() -> None:
     series = td_series(normal_log(5))
     first = preview_weights(series, [0, 4], beta=1.0, min_weight=0.1, max_weight=5.0)
     again = preview_weights(series, [0, 4], beta=1.0, min_weight=0.1, max_weight=5.0)
@@ -205,13 +205,76 @@ def test_series_length_is_its_record_count() -> None:
     assert len(series) == 3
 
 
-def test_on_the_demo_run_the_preview_stays_near_the_logged_clip_fractions(demo_run: Path) -> None:
+def skewed_log(
+    run: Path, count: int, *, beta: float, min_weight: float, max_weight: float
+) -> list[dict[str, Any]]:
+    """Train records that TDWeighting(quantiles=201) wrote through a RunLogger on skewed,
+    heavy-tailed TD errors (a shifted lognormal, drifting), read back from the file."""
+    generator = torch.Generator().manual_seed(7)
+    tdw = TDWeighting(TDStatsEMA("cpu", momentum=0.1, warmup_steps=3), beta=beta,
+                      min_weight=min_weight, max_weight=max_weight, quantiles=201)
+    mask = torch.ones(8, 128, dtype=torch.bool)
+    with RunLogger(run) as logger:
+        for k in range(count):
+            noise = torch.randn(8, 128, generator=generator, dtype=torch.float64)
+            td = (0.9 * noise).exp() * (1.0 + 0.02 * k) - 1.5
+            tdw.weights(td, mask)
+            metrics = tdw.update(td, mask)
+            quantiles = metrics.pop("td/norm_quantiles")
+            logger.log("train", 4 * (k + 1), {**{n: float(v) for n, v in metrics.items()},
+                                              "td/norm_quantiles": quantiles.tolist()})
+    return list(read_log(run / "metrics.jsonl").records)
+
+
+@pytest.mark.parametrize("settings", [(1.0, 0.1, 5.0), (0.5, 0.3, 2.0), (2.0, 0.05, 1.5)])
+def test_from_logged_quantiles_the_preview_matches_each_logged_clip_fraction_within_half_a_point(
+    tmp_path: Path, settings: tuple[float, float, float]
+) -> None:
+    beta, low, high = settings
+    series = td_series(skewed_log(tmp_path, 60, beta=beta, min_weight=low, max_weight=high))
+    rows = np.arange(len(series))
+    preview = preview_weights(series, rows, beta=beta, min_weight=low, max_weight=high)
+    assert preview.empirical.all()
+    assert np.abs(preview.clip_min - series.clip_min).max() < 0.005
+    assert np.abs(preview.clip_max - series.clip_max).max() < 0.005
+
+
+def test_a_log_without_quantiles_is_previewed_under_the_normal_assumption() -> None:
+    series = td_series(normal_log(3))
+    assert series.quantiles is None
+    preview = preview_weights(series, [0, 2], beta=1.0, min_weight=0.1, max_weight=5.0)
+    assert not preview.empirical.any() and np.isfinite(preview.clip_min).all()
+
+
+@pytest.mark.parametrize("bad", [[0.0, 2.0, 1.0], [0.0, 1.0], ["a", "b", "c"],
+                                 [0.0, None, 1.0], "0 1 2", [True, False, True]])
+def test_a_record_whose_quantiles_cannot_be_used_falls_back_to_the_normal_assumption(
+    bad: Any,
+) -> None:
+    good = train_record(4, norm_quantiles=[-1.0, 0.0, 1.0])
+    series = td_series([good, train_record(8, norm_quantiles=bad)])
+    preview = preview_weights(series, [0, 1], beta=1.0, min_weight=0.1, max_weight=5.0)
+    assert preview.empirical.tolist() == [True, False]
+
+
+def test_the_histogram_weights_follow_the_logged_distribution() -> None:
+    # z spread evenly over [-3, 3]: exp(z) < 0.1 for z < -2.30 (11.6%), > 5 for z > 1.61 (23.2%).
+    series = td_series([train_record(4, norm_quantiles=np.linspace(-3, 3, 201).tolist())])
+    preview = preview_weights(series, [0], beta=1.0, min_weight=0.1, max_weight=5.0,
+                              samples=10_000)
+    assert (preview.weights == 0.1).mean() == pytest.approx(0.116, abs=0.002)
+    assert (preview.weights == 5.0).mean() == pytest.approx(0.232, abs=0.002)
+    assert preview.clip_min[0] == pytest.approx(0.116, abs=0.002)
+
+
+def test_on_the_demo_run_the_preview_matches_every_logged_clip_fraction_within_half_a_point(
+    demo_run: Path,
+) -> None:
     series = td_series(read_log(demo_run / "metrics.jsonl").records)
     settings = td_settings(TINY_DEMO.to_json())
     rows = np.arange(len(series))
     preview = preview_weights(series, rows, beta=settings.beta, min_weight=settings.min_weight,
-                              max_weight=settings.max_weight, samples=4096)
-    # The demo's TD errors are skewed, not Normal: on the default demo the mean gap is about
-    # 0.025 (min bound) and 0.045 (max bound), far above the 0.01 of sampling noise. 0.1 bounds
-    # that approximation error; a preview using the wrong EMA or settings is off by more.
-    assert max(clip_gap(preview, series, rows)) < 0.1
+                              max_weight=settings.max_weight)
+    assert preview.empirical.all()
+    assert np.abs(preview.clip_min - series.clip_min).max() < 0.005
+    assert np.abs(preview.clip_max - series.clip_max).max() < 0.005

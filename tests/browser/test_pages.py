@@ -21,6 +21,7 @@ PAGES = {
     "trajectories": "Trajectories",
     "sampling_lab": "Sampling lab",
     "z_buffer": "Z-buffer",
+    "metrics": "Metrics",
     "curriculum": "Curriculum",
     "td_ema": "TD-EMA",
     "live": "Live",
@@ -92,6 +93,25 @@ def test_moving_the_live_refresh_slider_updates_the_link(page: Any, dashboard_ur
     # The interval is bound to the URL, so a copied link reproduces it.
     page.wait_for_url(re.compile(r"live_every="))
     assert parse_qs(urlparse(page.url).query)["live_every"] == [str(before + 1)]
+
+
+def test_the_metrics_page_draws_the_logged_curves_and_downloads_them_as_csv(
+    page: Any, dashboard_url: str
+) -> None:
+    page.goto(dashboard_url + "metrics")
+    settle(page)
+    assert page.locator(EXCEPTION).count() == 0
+    # The demo's losses and reward, each in its own chart (plotly loads after the script).
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    charts.nth(2).wait_for()
+    assert charts.count() == 3
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the shown points (CSV)").click()
+    with open(download.value.path(), encoding="utf-8") as file:
+        lines = file.read().splitlines()
+    assert lines[0] == "run,metric,curve,step,value"
+    assert {line.split(",")[1] for line in lines[1:]} == {
+        "train/policy_loss", "train/value_loss", "train/reward_mean"}
 
 
 # What each page says the BFM-Zero run lacks; the others draw from its train buffer.

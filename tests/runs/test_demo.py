@@ -52,9 +52,26 @@ def test_the_log_holds_every_record_kind_in_step_order(small_run: DemoResult) ->
     assert logged[0]["kind"] == "run"
     assert logged[0]["options"]["steps"] == SMALL.steps
     kinds = {r["kind"] for r in logged}
-    assert kinds == {"run", "train", "buffer", "eval", "checkpoint"}
+    assert kinds == {"run", "train", "buffer", "eval", "checkpoint", "end"}
     steps = [r["step"] for r in logged]
     assert steps == sorted(steps)
+
+
+def test_the_log_states_its_plan_first_and_its_end_last(small_run: DemoResult) -> None:
+    logged = records(small_run.run_dir)
+    assert logged[0]["total_steps"] == SMALL.steps
+    assert logged[-1]["kind"] == "end" and logged[-1]["step"] == SMALL.steps
+    assert logged[-1]["status"] == "finished"
+    assert [r["kind"] for r in logged].count("end") == 1
+
+
+def test_each_update_logs_the_quantiles_of_its_normalised_td_errors(
+    small_run: DemoResult,
+) -> None:
+    trains = [r for r in records(small_run.run_dir) if r["kind"] == "train"]
+    for record in trains:
+        quantiles = record["td/norm_quantiles"]
+        assert len(quantiles) == 201 and quantiles == sorted(quantiles)
 
 
 def test_each_eval_record_matches_the_curriculum_round(small_run: DemoResult) -> None:
@@ -143,8 +160,9 @@ def test_live_records_carry_the_paced_clock(tmp_path: Path) -> None:
     options = DemoOptions(**{**TINY.to_json(), "live_seconds": 6.0})
     run_demo(tmp_path / "run", options, clock=lambda: now[0], sleep=sleep)
     times = [r["time"] for r in records(tmp_path / "run")]
-    # The last records are written in the last step, before its pause.
-    assert times[0] == 100.0 and times[-1] == pytest.approx(100.0 + 6.0 * 59 / 60)
+    # The last step's records are written before its pause, the end record after it.
+    assert times[0] == 100.0 and times[-2] == pytest.approx(100.0 + 6.0 * 59 / 60)
+    assert times[-1] == pytest.approx(106.0)
 
 
 @pytest.mark.parametrize(

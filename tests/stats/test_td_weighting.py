@@ -479,4 +479,5 @@ def test_the_helper_reports_its_options() -> None:
         "min_weight": 0.2,
         "max_weight": 3.0,
         "distributed": False,
+        "quantiles": 0,
     }

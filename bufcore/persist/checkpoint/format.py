@@ -20,6 +20,14 @@ other. The manifest is checked here (:func:`check_manifest`) before anything els
 the files are then verified against it by :mod:`bufcore.persist.checkpoint.verify`: the small
 JSON files whole, ``buffer.hdf5`` while it streams or block by block, against
 :func:`payload_digests`.
+
+Needed by (DESIGN rule 5): the manifest and its self-checksum: ``tests/fault/
+test_hostile_checkpoints.py`` (a hand-edited, re-sealed checkpoint is named) and
+``tests/fault/test_corruption.py``; per-block digests: ``tests/persist/test_block_reads.py::
+test_read_leaf_hashes_only_the_blocks_its_rows_and_the_metadata_lie_in``;
+:func:`replaceable_checkpoint`: ``tests/persist/test_replace.py``; the fixed layout (what
+BFM-Zero reads): ``tests/persist/test_old_checkpoints.py::
+test_an_old_checkpoint_saved_again_is_byte_identical``.
 """
 
 from __future__ import annotations

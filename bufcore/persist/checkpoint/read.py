@@ -16,6 +16,12 @@ checkpoint is open (the buffer's parser refusing a field) becomes a
 :class:`~bufcore.errors.CorruptCheckpointError` naming the file that part came from.
 
 Nothing is unpickled.
+
+Needed by (DESIGN rule 5): verification before a buffer is returned:
+``tests/fault/test_corruption.py`` (README Guarantees: every load is verified); hashing on
+background threads while the rows are copied: the cold-load row of ``python -m bench --only
+persist-engine`` (0.98x of the disk's read ceiling); per-leaf opening: ``tests/buffers/
+test_partial_load.py`` and ``tests/runs/test_leaf_read.py::test_only_the_named_dataset_is_read``.
 """
 
 from __future__ import annotations

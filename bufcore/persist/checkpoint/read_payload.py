@@ -11,11 +11,17 @@ Verification: a full load has a :class:`~bufcore.persist.checkpoint.verify.Paylo
 the whole file meanwhile. An opening that does not (a read of some leaves or rows) verifies,
 through a :class:`~bufcore.persist.checkpoint.verify.BlockReader`, the manifest blocks the read
 touches first.
+
+Needed by (DESIGN rule 5): the block-by-block copy into strided views (no second copy of the
+rows in memory): the cold-load row of ``python -m bench --only persist-engine``; the inferred
+spec of a manifest-less directory: ``tests/fault/test_corruption.py::
+test_the_undamaged_bfm_zero_checkpoint_loads``; the dtype and shape checks against the manifest:
+``tests/fault/test_untrusted_files.py::test_a_dataset_whose_dtype_differs_from_the_manifest_is_refused``
+and ``tests/fault/test_hostile_checkpoints.py``.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 from pathlib import Path
 from typing import BinaryIO
@@ -37,7 +43,14 @@ from bufcore.persist.checkpoint.verify import (
     read_extents,
 )
 from bufcore.persist.hdf5_guard import H5_FAILURES, damage_reported, local_members
-from bufcore.tree import KeyPath, LeafSpec, Spec, format_key_path, split_key_name
+from bufcore.tree import (
+    KeyPath,
+    LeafSpec,
+    Spec,
+    format_key_path,
+    leaf_holding_another,
+    split_key_name,
+)
 
 # An index read spanning at most this many times the rows asked for reads the whole span in one
 # hyperslab (fast) rather than a point selection of each row (h5py is slow on long lists).
@@ -132,13 +145,12 @@ class PayloadReader:
                 )
         else:
             spec, self._names = self._infer(datasets, separator, batch_dims)
-        for shorter, longer in itertools.pairwise(sorted(spec)):
-            if longer[: len(shorter)] == shorter:  # sorted: a prefix comes right before
-                raise CorruptCheckpointError(
-                    self.path,
-                    f"leaf {format_key_path(shorter)} is also a group holding "
-                    f"{format_key_path(longer)}; key paths cannot nest into a leaf",
-                )
+        if nested := leaf_holding_another(spec):
+            raise CorruptCheckpointError(
+                self.path,
+                f"leaf {format_key_path(nested[0])} is also a group holding "
+                f"{format_key_path(nested[1])}; key paths cannot nest into a leaf",
+            )
         lead_shapes = set()
         for path, leaf in spec.items():
             name = self._names[path]

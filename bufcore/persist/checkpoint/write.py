@@ -20,6 +20,11 @@ datasets' offsets and hashed them as it went; it saved no faster than this (benc
 
 The tunables (``_HASH_BLOCK_BYTES`` here, ``BLOCK_BYTES`` of the format) are read at call time,
 so tests can shrink them.
+
+Needed by (DESIGN rule 5): staging, sealing and one publish: ``tests/fault/test_crash_safety.py``
+(README Guarantees: old or new checkpoint at any moment of death); hashing the page cache while
+fsync runs: the save row of ``python -m bench --only persist-engine`` (0.94x of the disk's
+write+fsync ceiling).
 """
 
 from __future__ import annotations

@@ -70,13 +70,12 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Mapping[str, 
         TypeError: ``episodes`` is not a sequence of mappings, a key is not a str, or a leaf is
             not numeric (strings, objects, complex, bfloat16); the message names the episode
             index and key path.
-        ValueError: There is no episode, an episode or nested dict is empty, a leaf has no time
-            axis or zero rows, the leaves of an episode differ in length, an episode's keys
-            differ from episode 0's, or a key is unusable as an HDF5 name (``""``, ``"."``, or
-            containing ``"/"``).
+        ValueError: ``path`` is empty; there is no episode, an episode or nested dict is
+            empty, a leaf has no time axis or zero rows, the leaves of an episode differ in
+            length, an episode's keys differ from episode 0's, or a key is unusable as an HDF5
+            name (``""``, ``"."``, or containing ``"/"``).
     """
     flat_episodes = _validate_episodes(episodes)
-    destination = Path(path)
 
     def write(staging: Path) -> None:
         with h5py.File(staging, "x", track_order=True) as h5:
@@ -93,7 +92,7 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Mapping[str, 
                         )
                     node.create_dataset(key_path[-1], data=array)
 
-    publish_file(destination, write)
+    publish_file(path, write)
 
 
 def _validate_episodes(

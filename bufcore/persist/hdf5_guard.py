@@ -24,8 +24,9 @@ and groups after the user's keys; :func:`check_hdf5_name` refuses a key HDF5 wou
 something else, before any file is touched.
 
 Needed by: ``tests/fault/test_untrusted_files.py`` (no external links, external storage, virtual
-datasets, references, or chunks far larger than their data) and ``tests/persist/test_hdf5_guard.py`` (damaged metadata is a
-``CorruptFileError`` in every reader).
+datasets, references, or chunks far larger than their data) and
+``tests/persist/test_hdf5_guard.py`` (damaged metadata is a ``CorruptFileError`` in every
+reader).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import torch
 import bufcore.persist.checkpoint.hashing
 import bufcore.persist.checkpoint.read_payload
 import bufcore.persist.checkpoint.write
-from bufcore import CorruptCheckpointError, DictBuffer, ZBuffer, load_buffer
+from bufcore import CorruptCheckpointError, DictBuffer, RunLogger, ZBuffer, load_buffer
 from bufcore.persist.episodes import save_episodes
 from bufcore.persist.run_checkpoint import save_run_checkpoint
 from tests.support import DEVICES, reseal
@@ -145,6 +145,7 @@ EMPTY_PATH_WRITERS: dict[str, Callable[[str], object]] = {
     "Buffer.save": lambda path: filled(4, 2).save(path),
     "save_episodes": lambda path: save_episodes(path, [{"x": np.zeros(2, np.float32)}]),
     "save_run_checkpoint": lambda path: save_run_checkpoint(path, buffers={}, state={}),
+    "RunLogger": lambda path: RunLogger(path),
 }
 
 

@@ -141,6 +141,7 @@ def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHist
         where = f"eval record at step {record.get('step')!r}"
         try:
             ids = [int(m) for m in record["motion_ids"]]
+            np.asarray(ids, dtype=np.int64)  # an id beyond 64 bits raises OverflowError here
             columns = {k: np.asarray(record[k], dtype=np.float64) for k in ("emd", "priority")}
             probability = record.get("probability")
             columns["probability"] = (
@@ -149,7 +150,7 @@ def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHist
                 else np.asarray(probability, dtype=np.float64)
             )
             step = int(record["step"])
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
             problems.append(f"{where}: unreadable ({err})")
             continue
         if any(column.shape != (len(ids),) for column in columns.values()):

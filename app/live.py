@@ -97,7 +97,8 @@ class LiveTail:
 
     @property
     def problems(self) -> list[str]:
-        """Messages for the complete lines skipped as invalid (the most recent ones)."""
+        """Messages for the lines skipped (complete lines that are no valid record, and a torn
+        last line), each once, the most recent ones."""
         return list(self._problems)
 
     def latest(self, kind: str) -> dict[str, Any] | None:
@@ -140,7 +141,8 @@ class LiveTail:
             if end == self.offset:
                 break
             self.offset = end
-        self._problems.extend(problems)
+        # A torn last line is described again by every poll that reaches it: list it once.
+        self._problems.extend(p for p in problems if p not in self._problems)
         self._records.extend(new)
         self.total += len(new)
         for record in new:

@@ -266,7 +266,7 @@ def occupancy(records: Iterable[Mapping[str, Any]], buffer: str) -> Occupancy:
         steps.append(float(record.get("step", len(steps))))
         fills.append(float(length) / float(capacity))
         wrap = stats.get("wraps")
-        wraps.append(float(wrap) if isinstance(wrap, int | float) and _number(wrap) else np.nan)
+        wraps.append(float(wrap) if isinstance(wrap, int | float) and _count(wrap) else np.nan)
     return Occupancy(np.array(steps), np.array(fills), np.array(wraps))
 
 
@@ -274,13 +274,18 @@ def latest_wraps(records: Sequence[Mapping[str, Any]], buffer: str) -> tuple[int
     """``(wraps, step)`` from the last ``buffer`` record giving a wrap count for ``buffer``."""
     for record in reversed(records):
         stats = record.get(buffer)
-        if isinstance(stats, Mapping) and _number(stats.get("wraps")):
+        if isinstance(stats, Mapping) and _count(stats.get("wraps")):
             return int(stats["wraps"]), int(record.get("step", 0))
     return None
 
 
 def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def _count(value: object) -> bool:
+    """Whether ``value`` is a number a 64-bit counter holds (a log may hold any JSON number)."""
+    return _number(value) and isinstance(value, int | float) and 0 <= value < 2**63
 
 
 def slot_age_series(state: RingState, *, max_points: int = MAX_POINTS) -> Reduced:

@@ -3,35 +3,78 @@
 Public surface: the buffer classes and the parts they are composed of (``Buffer``, the
 ``Sampler`` protocol), the loaders, the EMD curriculum, the TD-error statistics
 and weights, and the errors bufcore raises on purpose. The subpackages hold the layers (README
-"Development"); POT, which the EMD needs, is imported on the first ``emd`` call, not here.
+"Development").
+
+Each name is imported on first use (``from bufcore import DictBuffer`` or ``bufcore.DictBuffer``),
+not by ``import bufcore`` itself: that keeps torch out of the way until something needs it, so
+the ``bufcore`` command can answer Ctrl-C while torch loads (POT, which the EMD needs, likewise
+loads on the first ``emd`` call).
 """
 
 from __future__ import annotations
 
-from bufcore.buffers.base import Buffer, load_buffer
-from bufcore.buffers.expert import TrajectoryDictBuffer
-from bufcore.buffers.motions import load_expert_trajectories
-from bufcore.buffers.online import TrajectoryDictBufferMultiDim
-from bufcore.buffers.transition import DictBuffer
-from bufcore.buffers.zbuffer import ZBuffer
-from bufcore.curriculum.curriculum import Curriculum
-from bufcore.curriculum.history import Round
-from bufcore.curriculum.priorities import emd_to_priorities
-from bufcore.curriculum.transport import emd
-from bufcore.errors import (
-    CorruptCheckpointError,
-    CorruptFileError,
-    KeyPathError,
-    LeafNotLoadedError,
-    StateError,
-)
-from bufcore.persist.episodes import load_episode_based_h5, save_episodes
-from bufcore.runs.runlog import RunLogger, read_metrics
-from bufcore.sampling.boundaries import find_start_stop_traj
-from bufcore.sampling.index import SampleIndex
-from bufcore.sampling.samplers import RingPosition, Sampler, UniformRows, WindowRequest
-from bufcore.stats.td_ema import TDStatsEMA
-from bufcore.stats.td_weighting import TDWeighting, build_weights, compute_td_errors
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bufcore.buffers.base import Buffer, load_buffer
+    from bufcore.buffers.expert import TrajectoryDictBuffer
+    from bufcore.buffers.motions import load_expert_trajectories
+    from bufcore.buffers.online import TrajectoryDictBufferMultiDim
+    from bufcore.buffers.transition import DictBuffer
+    from bufcore.buffers.zbuffer import ZBuffer
+    from bufcore.curriculum.curriculum import Curriculum
+    from bufcore.curriculum.history import Round
+    from bufcore.curriculum.priorities import emd_to_priorities
+    from bufcore.curriculum.transport import emd
+    from bufcore.errors import (
+        CorruptCheckpointError,
+        CorruptFileError,
+        KeyPathError,
+        LeafNotLoadedError,
+        StateError,
+    )
+    from bufcore.persist.episodes import load_episode_based_h5, save_episodes
+    from bufcore.runs.runlog import RunLogger, read_metrics
+    from bufcore.sampling.boundaries import find_start_stop_traj
+    from bufcore.sampling.index import SampleIndex
+    from bufcore.sampling.samplers import RingPosition, Sampler, UniformRows, WindowRequest
+    from bufcore.stats.td_ema import TDStatsEMA
+    from bufcore.stats.td_weighting import TDWeighting, build_weights, compute_td_errors
+
+# Each public name and the module it lives in.
+_HOMES = {
+    "Buffer": "bufcore.buffers.base",
+    "load_buffer": "bufcore.buffers.base",
+    "TrajectoryDictBuffer": "bufcore.buffers.expert",
+    "load_expert_trajectories": "bufcore.buffers.motions",
+    "TrajectoryDictBufferMultiDim": "bufcore.buffers.online",
+    "DictBuffer": "bufcore.buffers.transition",
+    "ZBuffer": "bufcore.buffers.zbuffer",
+    "Curriculum": "bufcore.curriculum.curriculum",
+    "Round": "bufcore.curriculum.history",
+    "emd_to_priorities": "bufcore.curriculum.priorities",
+    "emd": "bufcore.curriculum.transport",
+    "CorruptCheckpointError": "bufcore.errors",
+    "CorruptFileError": "bufcore.errors",
+    "KeyPathError": "bufcore.errors",
+    "LeafNotLoadedError": "bufcore.errors",
+    "StateError": "bufcore.errors",
+    "load_episode_based_h5": "bufcore.persist.episodes",
+    "save_episodes": "bufcore.persist.episodes",
+    "RunLogger": "bufcore.runs.runlog",
+    "read_metrics": "bufcore.runs.runlog",
+    "find_start_stop_traj": "bufcore.sampling.boundaries",
+    "SampleIndex": "bufcore.sampling.index",
+    "RingPosition": "bufcore.sampling.samplers",
+    "Sampler": "bufcore.sampling.samplers",
+    "UniformRows": "bufcore.sampling.samplers",
+    "WindowRequest": "bufcore.sampling.samplers",
+    "TDStatsEMA": "bufcore.stats.td_ema",
+    "TDWeighting": "bufcore.stats.td_weighting",
+    "build_weights": "bufcore.stats.td_weighting",
+    "compute_td_errors": "bufcore.stats.td_weighting",
+}
 
 __all__ = [
     "Buffer",
@@ -66,3 +109,17 @@ __all__ = [
     "save_episodes",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public name ``name`` from its module on first use, then keep it here."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'bufcore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -22,7 +22,9 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import os
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -130,6 +132,28 @@ def check_choice(value: Any, argument: str, choices: Sequence[S]) -> S:
         if isinstance(value, str) and value == choice:
             return choice
     raise ValueError(f"{argument}: expected one of {list(choices)}, got {_describe(value)}")
+
+
+def check_path(value: Any, argument: str = "path") -> Path:
+    """``Path(value)`` for a str or ``os.PathLike`` that is not empty.
+
+    ``Path("")`` is ``Path(".")``: an empty string would silently mean the working directory.
+
+    Raises:
+        TypeError: not a str or ``os.PathLike`` of str.
+        ValueError: the empty string.
+    """
+    text = os.fspath(value) if isinstance(value, str | os.PathLike) else None
+    if not isinstance(text, str):
+        raise TypeError(
+            f"{argument}: expected a path (str or os.PathLike), got {_describe(value)}"
+        )
+    if not text:
+        raise ValueError(
+            f"{argument}: expected a path, got an empty one ('') which would mean the working "
+            "directory; pass '.' for that"
+        )
+    return Path(text)
 
 
 def check_device(value: Any, argument: str = "device") -> torch.device:

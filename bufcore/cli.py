@@ -5,8 +5,10 @@ library never imports the dashboard, which sits above it).
 
 Every command prints one clear line and exits non-zero on bad input (1 for a file or value
 problem, 2 for a usage error), never a traceback; ``--help`` shows an example. Ctrl-C prints
-``interrupted`` and exits 130; a reader that closes stdout early (``| head``) ends the command
-quietly with 141, as a process killed by SIGPIPE.
+``interrupted`` and exits 130, also in the first second, while torch is still being imported
+(the library is imported inside :func:`main`, after a handler that ends the process at once is
+in place: nothing has been written then); a reader that closes stdout early (``| head``) ends
+the command quietly with 141, as a process killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -16,16 +18,19 @@ import contextlib
 import importlib.util
 import json
 import os
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
 
+# Light (no torch): the library itself is imported by build_parser and the commands.
 from bufcore import KeyPathError
-from bufcore.inspect import PRIORITY_MODES, inspect_path, render, to_json
-from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
-from bufcore.runs.demo.progress import Progress
+
+if TYPE_CHECKING:
+    from bufcore.runs.demo import DemoOptions, DemoResult
 
 # What bufcore raises for bad input (CorruptFileError and StateError are ValueErrors; a
 # MemoryError names the allocation a size asked for): one line, exit status 1. Anything else
@@ -44,8 +49,8 @@ INSPECT_DESCRIPTION = """Summarize PATH without loading it (only metadata is rea
   - a buffer checkpoint directory, bufcore's or BFM-Zero's: kind, capacity, length, cursor,
     full, a spec table with sizes, and the priorities of an expert buffer;
   - a run directory (metrics.jsonl, checkpoint/run.json, checkpoint/buffers/<name>/) or its
-    checkpoint/ directory: the log's size and last step, the run's step, curriculum rounds
-    and TD-EMA state, then every buffer;
+    checkpoint/ directory: the log's records, last step and the lines it skipped, the run's
+    step, curriculum rounds and TD-EMA state, then every buffer;
   - a BFM-Zero work directory (checkpoint/buffers/<name>/; other files are ignored).
 """
 INSPECT_EXAMPLES = """examples:
@@ -97,6 +102,9 @@ def _number(text: str) -> float:
 
 
 def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
+    from bufcore.inspect import PRIORITY_MODES
+    from bufcore.runs.demo import DemoOptions
+
     defaults = DemoOptions()
     demo = commands.add_parser(
         "demo",
@@ -138,6 +146,9 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from bufcore.runs.demo import DemoOptions, run_demo
+    from bufcore.runs.demo.progress import Progress
+
     options = DemoOptions(
         seed=args.seed,
         steps=args.steps,
@@ -194,13 +205,17 @@ def _add_inspect(commands: argparse._SubParsersAction[_Parser]) -> None:
         action="store_true",
         help="also check every buffer.hdf5 against its manifest's sha256 (reads it whole)",
     )
-    inspect.add_argument("--json", action="store_true", help="print JSON instead of text")
+    inspect.add_argument("--json", action="store_true",
+                         help="print strict JSON instead of text (NaN and infinities as null)")
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from bufcore.inspect import inspect_path, render, to_json
+
     inspection = inspect_path(args.path, verify=args.verify)
     if args.json:
-        print(json.dumps(to_json(inspection), indent=2))
+        # Strict JSON: to_json gives non-finite floats as null; a NaN left would be a bug.
+        print(json.dumps(to_json(inspection), indent=2, allow_nan=False))
     else:
         print("\n".join(render(inspection)))
     # A reader that closed the pipe is found here, inside main's handlers, not at exit.
@@ -290,6 +305,7 @@ def replace_process(command: list[str], cwd: Path, env: dict[str, str]) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``bufcore`` parser (imports torch and the library: the slow part of start-up)."""
     parser = _Parser(
         prog="bufcore",
         description="Replay buffers for PyTorch RL that you can look inside.",
@@ -303,9 +319,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMMANDS = ("demo", "inspect", "dashboard")
+
+
+@contextlib.contextmanager
+def _interrupt_ends_at_once(name: str) -> Iterator[None]:
+    """Inside the block, Ctrl-C prints ``NAME: interrupted`` and ends the process with 130 at
+    once, for the imports of torch and the library: a ``KeyboardInterrupt`` raised inside them
+    surfaces as whatever the half-run import makes of it (a traceback, even a RecursionError),
+    and nothing is written yet that would need cleaning up. A SIGINT that is ignored (a
+    background job) or handled by an embedding program is left as it is."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        os.write(2, f"{name}: interrupted\n".encode())
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bufcore`` console script."""
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    name = f"bufcore {words[0]}" if words and words[0] in COMMANDS else "bufcore"
+    with _interrupt_ends_at_once(name):
+        parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":

@@ -29,18 +29,34 @@ def make_generator(device: torch.device, seed: int | None) -> torch.Generator:
             ``device`` is not usable here (no such device, or torch built without it).
     """
     seed = check_seed(seed)
-    check_usable_device(device)
-    try:
-        generator = torch.Generator(device=device)
-    except RuntimeError as err:  # a usable device without generators, such as "meta"
-        raise ValueError(
-            f"device: {str(device)!r} has no random generator, so a buffer there cannot sample"
-        ) from err
+    generator = _generator_on(device)
     if seed is None:
         generator.seed()
     else:
         generator.manual_seed(seed)
     return generator
+
+
+def check_buffer_device(device: torch.device) -> torch.device:
+    """``device`` if a buffer can live there: usable in this process, with a random generator
+    (the check every buffer constructor makes, for callers that must make it first).
+
+    Raises:
+        ValueError: no such device here, torch built without it, or no generator there
+            (``"meta"``); the message names ``device``.
+    """
+    _generator_on(device)
+    return device
+
+
+def _generator_on(device: torch.device) -> torch.Generator:
+    check_usable_device(device)
+    try:
+        return torch.Generator(device=device)
+    except RuntimeError as err:  # a usable device without generators, such as "meta"
+        raise ValueError(
+            f"device: {str(device)!r} has no random generator, so a buffer there cannot sample"
+        ) from err
 
 
 def generator_state(generator: torch.Generator) -> dict[str, Any]:

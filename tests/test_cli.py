@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,34 @@ def test_ctrl_c_during_a_demo_is_one_line_and_exit_130(tmp_path: Path) -> None:
     assert process.returncode == 130
     assert err.splitlines() == ["bufcore demo: interrupted"]
     assert out == ""
+
+
+def _importing_torch(pid: int) -> bool:
+    """Whether the process has begun loading torch's library (Linux: its memory map)."""
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def test_ctrl_c_while_the_demo_is_still_importing_torch_is_one_line_and_exit_130(
+    tmp_path: Path,
+) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bufcore.cli", "demo", "--out", str(tmp_path / "run")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while process.poll() is None and not _importing_torch(process.pid):
+            time.sleep(0.001)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert (process.returncode, err, out) == (130, "bufcore demo: interrupted\n", "")
+    assert not (tmp_path / "run").exists()
 
 
 def test_dashboard_runs_the_launcher_with_absolute_paths_and_the_port(tmp_path: Path) -> None:

@@ -46,7 +46,12 @@ from bufcore.checks import (
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import open_checkpoint, save_checkpoint, saved_ring_position
-from bufcore.rng import generator_state, restore_generator, undone_on_error
+from bufcore.rng import (
+    check_buffer_device,
+    generator_state,
+    restore_generator,
+    undone_on_error,
+)
 from bufcore.sampling.samplers import RingPosition
 from bufcore.storage.batches import RowSource, TensorRows
 from bufcore.storage.ring import RingStorage
@@ -271,7 +276,9 @@ class Buffer(ABC):
                 :meth:`load`. None for all of them.
 
         Raises:
-            ValueError: ``state`` holds another kind of buffer, or an unknown one.
+            ValueError: ``state`` holds another kind of buffer, or an unknown one; or
+                ``device`` is not one a buffer can live on here (checked first, with the
+                constructor's message).
             TypeError: ``state`` is not a mapping (nor an opened checkpoint), or ``device`` or
                 ``leaves`` is malformed.
             KeyPathError: a key of ``leaves`` matches no stored leaf.
@@ -283,7 +290,9 @@ class Buffer(ABC):
                 f"state: expected what state_dict() returned (a mapping), got "
                 f"{type(state).__name__}"
             )
-        target = None if device is None else check_device(device)
+        # The constructor's own check, made before anything is read: an unusable device is
+        # the caller's argument, never the checkpoint's fault.
+        target = None if device is None else check_buffer_device(check_device(device))
         keys = None if leaves is None else key_list(leaves, "leaves")
         saved = state if not isinstance(state, Mapping) else _InMemoryState(state)
         return _build(cls, saved, target, keys)
@@ -328,8 +337,9 @@ class Buffer(ABC):
                 final rename, so of two savers of one new path exactly one succeeds.
 
         Raises:
-            ValueError: a key contains the nested key separator; ``nested_key_separator`` is
-                empty or holds '/', or is given to a buffer without one (a ``ZBuffer``).
+            ValueError: ``path`` is empty (``""`` would mean the working directory); a key
+                contains the nested key separator; ``nested_key_separator`` is empty or holds
+                '/', or is given to a buffer without one (a ``ZBuffer``).
             FileExistsError: ``path`` exists and is not a checkpoint directory; with
                 ``replace=False``, anything exists at ``path``.
             TypeError: ``replace`` is not a bool, or ``nested_key_separator`` not a str
@@ -379,7 +389,9 @@ class Buffer(ABC):
 
         Raises:
             ValueError: the checkpoint holds another kind of buffer, or an unknown one; or
-                ``device`` is not a device (checked before anything is read).
+                ``device`` is not a device, or not one a buffer can live on here (``"meta"``,
+                a CUDA device this host lacks), checked before anything is read with the
+                constructor's own message.
             TypeError: ``device`` is neither a str nor a ``torch.device``, or ``leaves`` is
                 not a list of keys (checked before anything is read).
             KeyPathError: (a ``KeyError``) a key of ``leaves`` matches no stored leaf (the
@@ -389,7 +401,9 @@ class Buffer(ABC):
             MemoryError: this host cannot allocate the rows (names config.json's capacity).
             FileNotFoundError: ``path`` is not a directory.
         """
-        target = None if device is None else check_device(device)
+        # The constructor's own check, made before anything is read: an unusable device is
+        # the caller's argument, never the checkpoint's fault.
+        target = None if device is None else check_buffer_device(check_device(device))
         keys = None if leaves is None else key_list(leaves, "leaves")
         with open_checkpoint(path, hash_payload=keys is None) as opened:
             buffer = _build(cls, opened, target, keys)
@@ -535,7 +549,8 @@ def load_buffer(
 
     Raises:
         ValueError: unknown ``__target__`` (the message lists the known ones), or ``device``
-            is not a device.
+            is not a device or not one a buffer can live on here (checked first, with the
+            constructor's message).
         TypeError: ``device`` is neither a str nor a ``torch.device``, or ``leaves`` is not a
             list of keys.
         KeyPathError: a key of ``leaves`` matches no stored leaf (the message lists them).

@@ -52,7 +52,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from bufcore.checks import check_bool
+from bufcore.checks import check_bool, check_path
 from bufcore.persist.syscalls import exchange, fsync_path, rename_new
 
 # As many links as the kernel follows in one path (Linux's MAXSYMLINKS).
@@ -71,6 +71,13 @@ def _umask_mode(mode: int) -> int:
     umask = os.umask(0)
     os.umask(umask)
     return mode & ~umask
+
+
+def staged_name(entry: str) -> str | None:
+    """The name a publish was putting in place when it left the entry named ``entry`` behind
+    (``.ckpt.staging-41-ab`` -> ``ckpt``), or None when ``entry`` is no staging entry."""
+    match = _STAGING.match(entry)
+    return None if match is None else match["name"]
 
 
 def remove_stale_staging(parent: Path, name: str) -> None:
@@ -103,10 +110,12 @@ def resolve_destination(path: str | os.PathLike[str]) -> Path:
     than resolved on paper to a place the link never leads to.
 
     Raises:
+        TypeError: ``path`` is not a str or ``os.PathLike``.
+        ValueError: ``path`` is empty (``""`` would mean the working directory).
         FileExistsError: ``path`` is a symbolic link loop.
         FileNotFoundError: a link's target lies in a directory that does not exist.
     """
-    destination = Path(path).absolute()
+    destination = check_path(path).absolute()
     for _ in range(_MAX_LINK_HOPS):
         if not destination.is_symlink():
             return Path(os.path.realpath(destination))
@@ -126,6 +135,7 @@ def publish_file(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
     A symbolic link at ``path`` is written through (:func:`resolve_destination`).
 
     Raises:
+        ValueError: ``path`` is empty (``""``).
         FileNotFoundError: the parent directory does not exist.
         IsADirectoryError: ``path`` is a directory.
         FileExistsError: ``path`` is a symbolic link loop.
@@ -177,6 +187,7 @@ def publish_directory(
             ``replaceable`` refuses (refusing protects user data from being swapped out and
             deleted); with ``replace=False``, anything exists at ``path``.
         TypeError: ``replace`` is not a bool (checked before anything is touched).
+        ValueError: ``path`` is empty (``""``).
     """
     if not check_bool(replace, "replace") and os.path.lexists(path):
         raise FileExistsError(f"path: {path} exists; refusing to replace it (replace=False)")

@@ -50,7 +50,7 @@ from bufcore.persist.hdf5_guard import (
 from bufcore.tree import KeyPath, flatten, format_key_path, to_tensor, unflatten
 
 NUM_EPISODES = "num_episodes"
-# Deeper nesting than any episode has; bounds a file whose groups link back to an ancestor.
+# Deeper nesting than any episode has; bounds the reader's recursion.
 _MAX_DEPTH = 32
 EPISODE_PREFIX = "ep_"
 
@@ -76,13 +76,12 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Mapping[str, 
         TypeError: ``episodes`` is not a sequence of mappings, a key is not a str, or a leaf is
             not numeric (strings, objects, complex, bfloat16); the message names the episode
             index and key path.
-        ValueError: There is no episode, an episode or nested dict is empty, a leaf has no time
-            axis or zero rows, the leaves of an episode differ in length, an episode's keys
-            differ from episode 0's, or a key is unusable as an HDF5 name (``""``, ``"."``, or
-            containing ``"/"``).
+        ValueError: ``path`` is empty; there is no episode, an episode or nested dict is
+            empty, a leaf has no time axis or zero rows, the leaves of an episode differ in
+            length, an episode's keys differ from episode 0's, or a key is unusable as an HDF5
+            name (``""``, ``"."``, or containing ``"/"``).
     """
     flat_episodes = _validate_episodes(episodes)
-    destination = Path(path)
 
     def write(staging: Path) -> None:
         with h5py.File(staging, "x", track_order=True) as h5:
@@ -99,7 +98,7 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Mapping[str, 
                         )
                     node.create_dataset(key_path[-1], data=array)
 
-    publish_file(destination, write)
+    publish_file(path, write)
 
 
 def _validate_episodes(
@@ -224,7 +223,10 @@ def load_episode_based_h5(
             for key in selected:
                 if key not in known:
                     raise KeyPathError(f"{file}: unknown key {key!r}; the episodes hold {known}")
-        structures = [_structure(group, selected, file) for group in groups]
+        seen: dict[Any, str] = {}
+        for group in groups:
+            _visit(group, seen, file)
+        structures = [_structure(group, selected, file, seen) for group in groups]
         for i, structure in enumerate(structures[1:], start=1):
             _check_same_keys(
                 structures[0].keys(),
@@ -279,7 +281,7 @@ def _episode_groups(h5: h5py.File, file: Path) -> list[h5py.Group]:
 
 
 def _structure(
-    group: h5py.Group, selected: list[str] | None, file: Path
+    group: h5py.Group, selected: list[str] | None, file: Path, seen: dict[Any, str]
 ) -> dict[KeyPath, h5py.Dataset]:
     # A selected key this episode lacks simply yields no path; the key-set comparison with
     # ep_0 then reports it.
@@ -287,21 +289,53 @@ def _structure(
     if selected is not None:
         members = {k: members[k] for k in selected if k in members}
     out: dict[KeyPath, h5py.Dataset] = {}
-    _walk(members, (), out, file)
+    _walk(members, (), out, file, seen)
     return out
 
 
 def _walk(
-    members: dict[str, Member], prefix: KeyPath, out: dict[KeyPath, h5py.Dataset], file: Path
+    members: dict[str, Member],
+    prefix: KeyPath,
+    out: dict[KeyPath, h5py.Dataset],
+    file: Path,
+    seen: dict[Any, str],
 ) -> None:
-    if len(prefix) > _MAX_DEPTH:  # hard links can make a group its own descendant
+    """Collect the datasets under ``members``, visiting every object of the file once.
+
+    ``seen`` maps each object visited so far (h5py's identity: file and object address) to the
+    name it was reached by.
+    Hard links can give one object several names: a group linked twice into its parent, twenty
+    levels deep, makes 2**20 paths out of 27 KB, and a dataset read under many names is read
+    many times. Such files are refused, so a walk costs at most the objects the file holds.
+    """
+    if len(prefix) > _MAX_DEPTH:
         raise CorruptFileError(file, f"groups nest deeper than {_MAX_DEPTH} levels at {prefix}")
     for name, node in members.items():
         path = (*prefix, name)
+        _visit(node, seen, file)
         if isinstance(node, h5py.Group):
-            _walk(local_members(node, file), path, out, file)
+            _walk(local_members(node, file), path, out, file, seen)
         else:
             out[path] = node
+
+
+def _visit(node: Member, seen: dict[Any, str], file: Path) -> None:
+    """Record ``node`` in ``seen``, refusing an object visited before under another name.
+
+    Raises:
+        CorruptFileError: ``node`` was reached before (names both of its names).
+    """
+    with damage_reported(file):
+        where = node.name
+        first = seen.get(node.id)
+        if first is None:
+            seen[node.id] = where
+            return
+    raise CorruptFileError(
+        file,
+        f"{where} is {first} reached a second time through another hard link; objects "
+        "shared between keys or episodes are refused",
+    )
 
 
 def _is_string(dataset: h5py.Dataset) -> bool:

@@ -7,6 +7,12 @@ from an untrusted source could use any of them to make a load read ``/etc/passwd
 or hang on a FIFO. Every HDF5 object bufcore reads goes through :func:`local_members` first, which
 refuses all of them (and soft links, which could loop), naming the file and the object.
 
+A file can also make a small read allocate much: HDF5 reads a chunked dataset a whole chunk at a
+time, and a resizable dataset may declare chunks longer than its rows, so 4 rows stored in one
+gzip chunk declared 2**26 rows long make reading them allocate a gigabyte from a 1 MB file.
+:func:`check_local_dataset` refuses a chunk larger than both the dataset's own bytes and
+:data:`CHUNK_ALLOWANCE`, from the metadata, before any read.
+
 A damaged file fails inside h5py with whatever its C library reports: ``KeyError`` ("Unable to
 open object"), ``RuntimeError`` ("Link iteration failed"), ``ValueError`` (a datatype numpy
 cannot represent, a name that is not UTF-8), ``TypeError`` (an unknown string encoding),
@@ -18,12 +24,14 @@ and groups after the user's keys; :func:`check_hdf5_name` refuses a key HDF5 wou
 something else, before any file is touched.
 
 Needed by: ``tests/fault/test_untrusted_files.py`` (no external links, external storage, virtual
-datasets or references) and ``tests/persist/test_hdf5_guard.py`` (damaged metadata is a
-``CorruptFileError`` in every reader).
+datasets, references, or chunks far larger than their data) and
+``tests/persist/test_hdf5_guard.py`` (damaged metadata is a ``CorruptFileError`` in every
+reader).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +42,10 @@ import h5py
 from bufcore.errors import CorruptFileError
 
 Member: TypeAlias = h5py.Group | h5py.Dataset
+
+# How many bytes a chunk may exceed its dataset by. h5py's own chunks are at most 1 MiB; a
+# resizable dataset may keep room for rows still to come, which this leaves ample space for.
+CHUNK_ALLOWANCE = 16 * 2**20
 
 
 # What h5py raises when what it reads is damaged (UnicodeDecodeError is a ValueError).
@@ -98,10 +110,12 @@ def _local_members(
 def check_local_dataset(
     dataset: h5py.Dataset, path: Path, error: type[CorruptFileError] = CorruptFileError
 ) -> None:
-    """Refuse a dataset whose bytes live in other files, or that holds object references.
+    """Refuse a dataset whose bytes live in other files, that holds object references, or
+    whose chunk is far larger than its data (reading it would allocate the whole chunk).
 
     Raises:
-        CorruptFileError: a virtual dataset, external storage, or a reference dtype.
+        CorruptFileError: a virtual dataset, external storage, a reference dtype, or a chunk
+            larger than both the dataset's bytes and :data:`CHUNK_ALLOWANCE`.
     """
     if dataset.is_virtual:
         raise error(path, f"dataset {dataset.name} is a virtual dataset (data in other files)")
@@ -109,6 +123,18 @@ def check_local_dataset(
         raise error(path, f"dataset {dataset.name} keeps its data in external files; refused")
     if h5py.check_ref_dtype(dataset.dtype) is not None:
         raise error(path, f"dataset {dataset.name} holds object references, not numbers")
+    if dataset.chunks is not None:
+        item = dataset.dtype.itemsize
+        chunk = math.prod(dataset.chunks) * item
+        data = math.prod(dataset.shape) * item
+        if chunk > max(data, CHUNK_ALLOWANCE):
+            raise error(
+                path,
+                f"dataset {dataset.name} stores {dataset.shape[0] if dataset.shape else 0} rows "
+                f"({data} bytes) in chunks of {list(dataset.chunks)} ({chunk} bytes); a chunk "
+                f"larger than its data and than {CHUNK_ALLOWANCE} bytes is refused (reading it "
+                "would allocate the whole chunk)",
+            )
 
 
 def check_hdf5_name(name: str, where: str) -> None:

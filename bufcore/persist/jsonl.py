@@ -8,8 +8,13 @@ The bytes only; what a line means is :mod:`bufcore.runs.runlog`'s business.
   newline before the rest of it, so "complete" (ends with a newline) means "whole".
 - :func:`read_lines` reads the complete lines from a byte offset on. A trailing line without its
   newline is left for the next call. One writer per file is assumed.
-- :func:`count_lines` counts a file's complete lines and returns the last one, reading the file
-  once in blocks (a summary of a log, without holding it).
+
+A last line without its newline is either still being written or *torn*: its writer stopped
+mid-line (killed, a crash, a writer other than :class:`LineAppender` that wrote part of a line).
+The two are told apart by a lock: every :class:`LineAppender` holds a shared ``flock`` on its
+file while it is open, and :func:`read_lines` reports the line torn only when it can take an
+exclusive one, that is when no appender has the file open. A resumed appender (``fresh=False``)
+closes a torn line off with a newline; it is then an ordinary complete line.
 
 A new run replaces the file (``fresh=True``): a new, empty file is renamed over the old one, so a
 reader holding an old offset finds the file shorter than that offset, or finds that the byte
@@ -21,21 +26,21 @@ What needs each mechanism (DESIGN rule 5): one unbuffered ``O_APPEND`` write per
 restart check of :func:`read_lines`: ``tests/runs/test_tailing.py`` (every record once, in order,
 never torn, across a new run; README Guarantees); the cut-off of a half-failed write:
 ``tests/persist/test_jsonl.py::test_a_write_that_fails_halfway_removes_the_part_written``; the
-line limit: ``::test_write_line_refuses_a_line_longer_than_readers_accept``; :func:`count_lines`
-(a log summarised without holding it): ``tests/runs/test_run_summary.py``.
+line limit: ``::test_write_line_refuses_a_line_longer_than_readers_accept``; the shared lock an
+open appender holds (a torn last line is reported only once no writer has the file open):
+``tests/runs/test_runlog.py`` and ``tests/persist/test_jsonl.py``.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bufcore.errors import CorruptFileError
 from bufcore.persist.atomic import publish_file
-from bufcore.persist.snapshot import CheckpointSnapshot
 
 # A line longer than this (newline excluded) is skipped by readers and refused by writers: a
 # reader must not hold a line that never ends.
@@ -56,6 +61,9 @@ class LineAppender:
             killed mid-line), a newline is written first so the torn line stays one line of its
             own, which readers report and skip, instead of gluing it to the next.
 
+    While open, the appender holds a shared ``flock`` on the file: readers take it as the sign
+    that a last line without its newline is still being written, not torn.
+
     Raises:
         IsADirectoryError: ``path`` is a directory.
         FileExistsError: a parent of ``path`` is a file.
@@ -71,6 +79,7 @@ class LineAppender:
 
             def create(staging: Path) -> None:
                 created.append(os.open(staging, flags | os.O_CREAT | os.O_EXCL, 0o666))
+                fcntl.flock(created[0], fcntl.LOCK_SH)  # held before a reader can see the file
 
             try:
                 publish_file(path, create)
@@ -82,6 +91,7 @@ class LineAppender:
         else:
             self._fd = os.open(path, flags | os.O_CREAT, 0o666)
             try:
+                fcntl.flock(self._fd, fcntl.LOCK_SH)
                 size = os.fstat(self._fd).st_size
                 if size and os.pread(self._fd, 1, size - 1) != b"\n":
                     self._write(b"\n")
@@ -162,12 +172,16 @@ class Tail:
             ``end`` is 0.
         first_line: The 1-based line number of ``lines[0]`` when the read started at byte 0,
             else None (the number of lines before the offset is not known).
+        torn: The read reached the end of the file, which ends in a line without its newline
+            (starting at ``end``), and no :class:`LineAppender` has the file open: its writer
+            stopped mid-line.
     """
 
     lines: list[Line] = field(default_factory=list)
     end: int = 0
     restarted: bool = False
     first_line: int | None = None
+    torn: bool = False
 
 
 def read_lines(
@@ -182,8 +196,9 @@ def read_lines(
     Reads until about ``max_bytes`` of complete lines are found (the line under way is
     finished), or the end of the file. A line longer than ``max_line`` bytes is passed over
     without being held (its ``data`` is None); if the file ends inside it, it is left for a later
-    call like any line still being written. A missing file has no lines (and means a restart if
-    ``offset`` is not 0: the run was removed).
+    call like any line still being written. A last line without its newline is never returned;
+    :attr:`Tail.torn` says whether it is torn (no appender has the file open). A missing file has
+    no lines (and means a restart if ``offset`` is not 0: the run was removed).
 
     Raises:
         ValueError: ``path`` exists but is not a regular file (a directory, a FIFO, a
@@ -224,7 +239,8 @@ def _complete_lines(fd: int, offset: int, max_bytes: int, max_line: int) -> Tail
         budget_left = offset + max_bytes - position
         block = os.pread(fd, min(_BLOCK, budget_left) if budget_left > 0 else _BLOCK, position)
         if not block:
-            return Tail(lines, consumed, first_line=first_line)
+            torn = position > consumed and not _held_by_appender(fd)
+            return Tail(lines, consumed, first_line=first_line, torn=torn)
         block_start = position
         position += len(block)
         start = 0
@@ -245,78 +261,11 @@ def _complete_lines(fd: int, offset: int, max_bytes: int, max_line: int) -> Tail
                 pending.clear()
 
 
-@dataclass(frozen=True)
-class LineCount:
-    """What :func:`count_lines` found.
-
-    Attributes:
-        path: The file.
-        size: Bytes read.
-        lines: Complete lines (a last line without its newline is still being written).
-        last: The last complete line without its newline, or None when there is none.
-    """
-
-    path: Path
-    size: int
-    lines: int
-    last: bytes | None
-
-
-def count_lines(directory: Path, name: str) -> LineCount:
-    """Count the complete lines of the file ``name`` in ``directory`` and read the last one.
-
-    The file is opened through the directory handle as checkpoint files are (no symbolic link
-    followed, a FIFO refused) and read once in blocks; the last line is then read backwards.
-
-    Raises:
-        FileNotFoundError: ``directory`` is not a directory.
-        CorruptFileError: the file is missing, not a regular file, unreadable, or its last
-            complete line is longer than :data:`MAX_LINE_BYTES`.
-    """
-    with CheckpointSnapshot(directory) as snapshot:
-        where = snapshot.path / name
-        fd = snapshot.open(name, error=CorruptFileError)
+def _held_by_appender(fd: int) -> bool:
+    """Whether a :class:`LineAppender` has the file of ``fd`` open (it holds a shared lock)."""
     try:
-        size, lines, end = _count(fd, where)
-        return LineCount(where, size, lines, _last_line(fd, where, end) if lines else None)
-    finally:
-        os.close(fd)
-
-
-def _count(fd: int, where: Path) -> tuple[int, int, int]:
-    """``(bytes read, complete lines, offset just past the last newline)``."""
-    offset = lines = end = 0
-    try:
-        while block := os.pread(fd, _BLOCK, offset):
-            count = block.count(b"\n")
-            if count:
-                lines += count
-                end = offset + block.rindex(b"\n") + 1
-            offset += len(block)
-    except OSError as err:
-        raise CorruptFileError(where, f"reading failed ({err.strerror})") from None
-    return offset, lines, end
-
-
-def _last_line(fd: int, where: Path, end: int) -> bytes:
-    """The line ending at byte ``end`` (its newline excluded), read backwards in blocks."""
-    stop = end - 1  # the newline itself
-    start = stop
-    parts: list[bytes] = []
-    try:
-        while start > 0:
-            size = min(_BLOCK, start)
-            block = os.pread(fd, size, start - size)
-            newline = block.rfind(b"\n")
-            if newline >= 0:
-                parts.append(block[newline + 1 :])
-                break
-            parts.append(block)
-            start -= size
-            if stop - start > MAX_LINE_BYTES:
-                raise CorruptFileError(
-                    where, f"the last record is longer than {MAX_LINE_BYTES} bytes"
-                )
-    except OSError as err:
-        raise CorruptFileError(where, f"reading failed ({err.strerror})") from None
-    return b"".join(reversed(parts))
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False

@@ -58,8 +58,9 @@ def save_run_checkpoint(
         state: JSON-ready run state for ``run.json`` (``format`` and ``version`` are added).
 
     Raises:
-        ValueError: a buffer name is not a plain directory name, or ``state`` holds
-            ``format``/``version`` or is not JSON-ready (checked before anything is written).
+        ValueError: ``path`` is empty; a buffer name is not a plain directory name, or
+            ``state`` holds ``format``/``version`` or is not JSON-ready (checked before
+            anything is written).
         FileExistsError: ``path`` exists and is not a run checkpoint (it is left untouched).
     """
     for name in buffers:

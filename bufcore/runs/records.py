@@ -8,6 +8,10 @@ are JSON Pointers (RFC 6901): each key or list index is preceded by ``/``, and w
 is written ``~0`` and ``/`` is written ``~1`` (``{"a/b": {"~c": [0, nan]}}`` gives
 ``"/a~1b/~0c/1"``), so every path reads back to one place. The record is parsed back with those
 floats put in place and ``"nonfinite"`` removed.
+
+Ints are written in ``[-2**63, 2**64)``, what int64 and uint64 hold. An int outside that range in a
+line (valid JSON, but not written by :func:`encode_record`) reads back as the nearest float, so
+every value a record holds converts to numpy.
 """
 
 from __future__ import annotations
@@ -152,6 +156,10 @@ def _array_items(value: torch.Tensor | np.ndarray[Any, Any] | np.generic, where:
     if array.dtype.kind not in "biuf":
         raise TypeError(f"{where}: expected numbers, got numpy dtype {array.dtype}")
     _check_vector(array.shape, where)
+    if array.dtype.kind == "f" and array.dtype.itemsize > 8:
+        # tolist() keeps a longdouble a numpy scalar (no Python type holds it); JSON numbers
+        # are read as doubles anyway.
+        array = array.astype(np.float64)
     return array.tolist()
 
 
@@ -170,7 +178,8 @@ def _check_depth(depth: int, where: str) -> None:
 
 
 def decode_record(data: bytes) -> dict[str, Any]:
-    """The record on one line (without its newline), non-finite floats restored.
+    """The record on one line (without its newline), non-finite floats restored and ints
+    outside ``[-2**63, 2**64)`` read as floats.
 
     Raises:
         ValueError: not UTF-8, not strict JSON (``NaN``/``Infinity`` tokens included), not an
@@ -178,7 +187,9 @@ def decode_record(data: bytes) -> dict[str, Any]:
             ``nonfinite`` entry.
     """
     try:
-        record = json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
+        record = json.loads(
+            data.decode("utf-8"), parse_constant=_refuse_constant, parse_int=_parse_int
+        )
     except RecursionError:
         raise ValueError("nested too deeply") from None
     except ValueError as err:
@@ -204,6 +215,21 @@ def decode_record(data: bytes) -> dict[str, Any]:
             raise ValueError(f"nonfinite[{pointer!r}]: expected one of {list(_NONFINITE)}")
         _restore(record, pointer, _NONFINITE[name])
     return record
+
+
+def _parse_int(text: str) -> int | float:
+    """A JSON integer: an int in the range the writer takes, else the nearest float.
+
+    An int beyond 64 bits is valid JSON but no numpy type holds it; as a float (``inf`` past
+    its range, as ``1e999`` reads) every reader can use it, and step numbers stay refused.
+    """
+    # A 64-bit int has at most 20 digits: longer text is never converted to an int (Python
+    # refuses ints over 4300 digits, and converting one takes quadratic time).
+    if len(text.lstrip("-")) <= 20:
+        number = int(text)
+        if _INT_RANGE[0] <= number <= _INT_RANGE[1]:
+            return number
+    return float(text)
 
 
 def _refuse_constant(token: str) -> Any:

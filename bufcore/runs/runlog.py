@@ -24,16 +24,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bufcore.checks import check_bool, check_int
+from bufcore.checks import check_bool, check_int, check_path
 from bufcore.persist.jsonl import MAX_LINE_BYTES, LineAppender, read_lines
 from bufcore.persist.run_checkpoint import METRICS_FILE
 from bufcore.runs.records import decode_record, encode_record
-
-
-def _check_path(value: Any, argument: str) -> Path:
-    if not isinstance(value, str | os.PathLike):
-        raise TypeError(f"{argument}: expected a path (str or os.PathLike), got {value!r:.80}")
-    return Path(value)
 
 
 class RunLogger:
@@ -49,6 +43,7 @@ class RunLogger:
 
     Raises:
         TypeError: ``run_dir`` is not a path, ``clock`` not callable or ``fresh`` not a bool.
+        ValueError: ``run_dir`` is empty (``""``).
         OSError: the directory or file cannot be created (``FileExistsError``: ``run_dir`` is a
             file; ``IsADirectoryError``: ``metrics.jsonl`` is a directory).
     """
@@ -60,7 +55,7 @@ class RunLogger:
         clock: Callable[[], float] = time.time,
         fresh: bool = True,
     ) -> None:
-        directory = _check_path(run_dir, "run_dir")
+        directory = check_path(run_dir, "run_dir")
         if not callable(clock):
             raise TypeError(f"clock: expected a callable returning seconds, got {clock!r:.80}")
         self._clock = clock
@@ -140,21 +135,29 @@ def read_metrics(
     call again from 0. ``[], 0`` is also what a file not yet created gives.
 
     Records come back as written, with non-finite floats back in place of their nulls and the
-    ``nonfinite`` object removed. A complete line that is not a valid record (not UTF-8 strict
-    JSON, not an object, ``step``/``time``/``kind`` missing or malformed, longer than 16 MiB) is
-    skipped, and described (file, byte offset, line number when the read started at 0, why)
-    in ``problems`` if given, else in a ``RuntimeWarning``.
+    ``nonfinite`` object removed (an int outside the 64-bit range a logger writes, which no
+    logger wrote, reads as the nearest float). A complete line that is not a valid record (not
+    UTF-8 strict JSON, not an object, ``step``/``time``/``kind`` missing or malformed, longer
+    than 16 MiB) is skipped, and described (file, byte offset, line number when the read
+    started at 0, why) in ``problems`` if given, else in a ``RuntimeWarning``.
+
+    A last line without its newline is never read as a record. While a :class:`RunLogger` has
+    the file open it is being written, and waits. When none has (its writer stopped mid-line:
+    the line is *torn*), a call that finds nothing else to read (it starts at that line, so a
+    loop reading to the end meets it once) describes it like a skipped line. A logger resuming
+    the log (``fresh=False``) closes it off with a newline: it is then a complete invalid line.
 
     Raises:
         TypeError: ``path`` is not a path, ``offset`` not an int or ``problems`` not a list.
-        ValueError: ``offset`` is negative, or ``path`` is not a regular file.
+        ValueError: ``offset`` is negative, or ``path`` is empty or not a regular file.
         OSError: the file exists but cannot be read.
     """
-    file = _check_path(path, "path")
+    file = check_path(path, "path")
     offset = check_int(offset, "offset", minimum=0)
     if problems is not None and not isinstance(problems, list):
         raise TypeError(f"problems: expected a list or None, got {type(problems).__name__}")
     tail = read_lines(file, offset)
+    found: list[str] = []
     records = []
     for number, line in enumerate(tail.lines):
         try:
@@ -163,9 +166,16 @@ def read_metrics(
             records.append(decode_record(line.data))
         except ValueError as err:
             counted = "" if tail.first_line is None else f" (line {tail.first_line + number})"
-            problem = f"{file}: byte {line.start}{counted}: {err}; skipped"
-            if problems is None:
-                warnings.warn(problem, RuntimeWarning, stacklevel=2)
-            else:
-                problems.append(problem)
+            found.append(f"{file}: byte {line.start}{counted}: {err}; skipped")
+    if tail.torn and not tail.lines:
+        counted = "" if tail.first_line is None else f" (line {tail.first_line})"
+        found.append(
+            f"{file}: byte {tail.end}{counted}: torn: the last line has no newline and no "
+            "RunLogger has the file open (its writer stopped mid-line); skipped"
+        )
+    for problem in found:
+        if problems is None:
+            warnings.warn(problem, RuntimeWarning, stacklevel=2)
+        else:
+            problems.append(problem)
     return records, tail.end

@@ -234,11 +234,16 @@ def render(inspection: Inspection) -> list[str]:
 
 def _metrics_lines(metrics: MetricsSummary) -> list[str]:
     line = f"metrics: {metrics.records} records, {human_bytes(metrics.size)}"
+    if metrics.skipped:
+        line = (f"metrics: {metrics.records} records, {metrics.skipped} "
+                f"line{'s' if metrics.skipped > 1 else ''} skipped, {human_bytes(metrics.size)}")
     last = metrics.last
     if last is not None:
-        shown = ", ".join(f"{key} {last[key]!r:.40}" for key in ("step", "kind") if key in last)
-        line += f"; last: {shown or 'no step or kind'}"
-    return [line]
+        line += f"; last: step {last['step']}, kind {last['kind']!r}"
+    shown = [_field("skipped", problem) for problem in metrics.problems]
+    if metrics.skipped > len(metrics.problems):
+        shown.append(_field("", f"... and {metrics.skipped - len(metrics.problems)} more"))
+    return [line, *shown]
 
 
 def _run_lines(run: RunCheckpointSummary) -> list[str]:
@@ -340,8 +345,9 @@ def _spec_table(s: CheckpointSummary) -> list[str]:
 
 
 def to_json(inspection: Inspection) -> dict[str, Any]:
-    """The inspection as plain JSON-ready data (paths as str, tuples as lists; ``buffers`` a
-    list of summaries, each with its ``name``)."""
+    """The inspection as plain, strict JSON-ready data: paths as str, tuples as lists,
+    ``buffers`` a list of summaries, each with its ``name``, and every non-finite float (a NaN
+    a run logged, or one a hand-edited ``run.json`` holds) as None, since JSON has no NaN."""
     data: dict[str, Any] = _plain(dataclasses.asdict(inspection))
     data["buffers"] = [
         {"name": name, **_plain(dataclasses.asdict(summary))}
@@ -357,4 +363,6 @@ def _plain(value: Any) -> Any:
         return [_plain(item) for item in value]
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return value

@@ -11,7 +11,8 @@ Everything here answers "what is in there?" without reading a buffer's rows:
 - :func:`window_settings`: how a trajectory buffer samples windows, with ``need``, the rows one
   window reads, so nobody re-derives it.
 - :func:`summarize_run_checkpoint` and :func:`summarize_metrics`: a run directory's
-  ``checkpoint/run.json`` and ``metrics.jsonl`` (the log's last record only);
+  ``checkpoint/run.json`` and ``metrics.jsonl`` (its record count and last record, read by
+  :func:`bufcore.runs.runlog.read_metrics`, so a line it skips is skipped here too);
   :func:`summarize_train_status`: the ``checkpoint/train_status.json`` BFM-Zero writes.
 
 Each buffer's config is parsed by its class's one parser (``saved_options``, ``saved_layout``
@@ -23,7 +24,6 @@ of :func:`bufcore.buffers.base.buffer_class`), the curriculum's by
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -44,7 +44,6 @@ from bufcore.persist.checkpoint import (
     load_checkpoint,
     saved_ring_position,
 )
-from bufcore.persist.jsonl import count_lines
 from bufcore.persist.run_checkpoint import (
     METRICS_FILE,
     RUN_STATE,
@@ -52,11 +51,14 @@ from bufcore.persist.run_checkpoint import (
     read_run_state,
     read_train_status,
 )
+from bufcore.runs.runlog import read_metrics
 from bufcore.sampling.windows import Weighting
 from bufcore.tree import KeyPath, as_key_path, dtype_name
 
 # How many of the highest priorities a summary lists.
 TOP_PRIORITIES = 5
+# How many skipped log lines a metrics summary describes (it counts them all).
+MAX_PROBLEMS = 20
 
 
 # ------------------------------------------------------------------------ buffer checkpoints
@@ -441,19 +443,23 @@ class RunCheckpointSummary:
 
 @dataclass(frozen=True)
 class MetricsSummary:
-    """A run's ``metrics.jsonl``, read cheaply.
+    """A run's ``metrics.jsonl``, read as :func:`~bufcore.runs.runlog.read_metrics` reads it.
 
     Attributes:
         path: The file.
         size: Bytes.
-        records: Complete lines (a line still being appended is not counted).
-        last: The last complete record, or None when there is none.
+        records: Valid records (a line still being appended is not counted).
+        last: The last valid record (non-finite floats in place), or None when there is none.
+        skipped: Lines skipped: complete lines that are no valid record, and a torn last line.
+        problems: Why, one message per skipped line (the first :data:`MAX_PROBLEMS`).
     """
 
     path: Path
     size: int
     records: int
     last: dict[str, Any] | None
+    skipped: int = 0
+    problems: tuple[str, ...] = ()
 
 
 def summarize_run_checkpoint(checkpoint: str | os.PathLike[str]) -> RunCheckpointSummary:
@@ -573,26 +579,44 @@ def summarize_train_status(checkpoint: str | os.PathLike[str]) -> TrainStatusSum
 
 
 def summarize_metrics(run: str | os.PathLike[str]) -> MetricsSummary:
-    """Count the records of ``metrics.jsonl`` in the run directory ``run`` and read the last.
+    """Count the records of ``metrics.jsonl`` in the run directory ``run`` and keep the last.
 
-    The file is read once in blocks to count its lines; only the last complete line is parsed.
-    A last line without its newline is a record still being written, and is not counted.
+    The log is read with :func:`~bufcore.runs.runlog.read_metrics`, by the same rule as every
+    other reader: a line that is no valid record (not strict JSON, blank, a torn line a resumed
+    run closed off, ...) is skipped and counted in ``skipped``, never an error. A last line
+    still being written is not counted; a torn one (no logger has the file open) is skipped.
 
     Raises:
         FileNotFoundError: ``run`` is not a directory.
-        CorruptFileError: metrics.jsonl is missing, not a regular file, unreadable, or its last
-            complete line is not a JSON object.
+        CorruptFileError: metrics.jsonl is missing, not a regular file (a link, a FIFO, ...)
+            or unreadable.
     """
-    count = count_lines(Path(run), METRICS_FILE)
-    if count.last is None:
-        return MetricsSummary(count.path, count.size, count.lines, None)
+    directory = Path(run)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: not a directory")
+    path = directory / METRICS_FILE
+    records = skipped = 0
+    last: dict[str, Any] | None = None
+    problems: list[str] = []
+    offset = 0
     try:
-        record = json.loads(count.last.decode("utf-8"))
-    except (ValueError, RecursionError) as err:
-        raise CorruptFileError(count.path, f"line {count.lines}: not valid JSON ({err})") from None
-    if not isinstance(record, dict):
-        raise CorruptFileError(
-            count.path,
-            f"line {count.lines}: expected a JSON object, got {type(record).__name__}",
-        )
-    return MetricsSummary(count.path, count.size, count.lines, record)
+        size = path.lstat().st_size
+        while True:
+            found: list[str] = []
+            batch, end = read_metrics(path, offset, problems=found)
+            if end < offset:  # replaced while reading: a new run, start over
+                records = skipped = offset = 0
+                last, problems = None, []
+                continue
+            records += len(batch)
+            last = batch[-1] if batch else last
+            skipped += len(found)
+            problems += found[: MAX_PROBLEMS - len(problems)]
+            if end == offset:
+                break
+            offset = end
+    except FileNotFoundError:
+        raise CorruptFileError(path, "file is missing") from None
+    except (OSError, ValueError) as err:
+        raise CorruptFileError(path, str(err)) from err
+    return MetricsSummary(path, size, records, last, skipped, tuple(problems))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bufcore import read_metrics
+from bufcore import RunLogger, read_metrics
 from tests.app.conftest import PAGES, Dashboard
 
 Record = dict[str, Any]
@@ -113,3 +113,64 @@ def test_read_metrics_refuses_a_log_that_is_a_symbolic_link_naming_it(tmp_path: 
     (tmp_path / "metrics.jsonl").symlink_to(target)
     with pytest.raises(ValueError, match=r"metrics\.jsonl is a symbolic link"):
         read_metrics(tmp_path / "metrics.jsonl", 0)
+
+
+def _every_number(value: Any, number: float) -> Any:
+    """``value`` with every number in it replaced by ``number``."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return number
+    if isinstance(value, list):
+        return [_every_number(item, number) for item in value]
+    if isinstance(value, dict):
+        return {key: _every_number(item, number) for key, item in value.items()}
+    return value
+
+
+# Valid JSON no 64-bit type holds: an int (read back as a float) and a float past every int.
+@pytest.mark.parametrize("number", [2**70, 1.2e21], ids=["int 2**70", "float 1.2e21"])
+@pytest.mark.parametrize("kind", ["train", "buffer", "eval"])
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_a_log_whose_numbers_exceed_64_bits(
+    dashboard: Dashboard, run_copy: Path, page: str, kind: str, number: float
+) -> None:
+    own = ("step", "time", "kind")
+    rewrite_records(
+        run_copy, kind, lambda r: {k: v if k in own else _every_number(v, number)
+                                   for k, v in r.items()}
+    )
+    at = dashboard(page, run_copy)
+    assert not at.exception
+    assert at.title[0].value
+
+
+def _close_off_a_torn_line(run: Path) -> None:
+    with (run / "metrics.jsonl").open("a") as log:
+        log.write('{"step": 9999, "ti')
+    with RunLogger(run, fresh=False):
+        pass  # a resumed run closes the torn line off with a newline
+
+
+def _blank_last_line(run: Path) -> None:
+    with (run / "metrics.jsonl").open("a") as log:
+        log.write("\n")
+
+
+def _torn_last_line(run: Path) -> None:
+    with (run / "metrics.jsonl").open("a") as log:
+        log.write('{"step": 9999, "ti')  # its writer was killed mid-line
+
+
+@pytest.mark.parametrize(
+    "damage", [_close_off_a_torn_line, _blank_last_line, _torn_last_line],
+    ids=["closed-off torn line", "blank line", "torn line"],
+)
+def test_the_overview_lists_a_skipped_last_log_line_and_shows_no_error(
+    dashboard: Dashboard, run_copy: Path, damage: Callable[[Path], None]
+) -> None:
+    damage(run_copy)
+    at = dashboard("overview", run_copy)
+    assert not at.exception
+    assert [e.value for e in at.error] == []
+    assert any(e.label == "1 log lines skipped" for e in at.expander)

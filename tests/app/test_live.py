@@ -69,18 +69,37 @@ def test_a_poll_with_nothing_appended_returns_nothing_and_keeps_the_records(
     assert steps(tail.records) == [0, 1, 2]
 
 
-def test_a_torn_last_line_waits_until_its_newline_arrives(tmp_path: Path) -> None:
+def test_a_last_line_its_logger_is_still_writing_waits_until_its_newline_arrives(
+    tmp_path: Path,
+) -> None:
     log(tmp_path, range(2), fresh=True)
     line = json.dumps({"step": 2, "time": 1.0, "kind": "train", "loss": 1.0}).encode() + b"\n"
     path = tmp_path / "metrics.jsonl"
-    with open(path, "ab") as file:
-        file.write(line[:10])
-    tail = LiveTail(path)
-    assert steps(tail.poll()) == [0, 1]
-    with open(path, "ab") as file:
-        file.write(line[10:])
-    assert steps(tail.poll()) == [2]
+    with RunLogger(tmp_path, fresh=False):  # the run is live: its line is caught half copied
+        with open(path, "ab") as file:
+            file.write(line[:10])
+        tail = LiveTail(path)
+        assert steps(tail.poll()) == [0, 1]
+        with open(path, "ab") as file:
+            file.write(line[10:])
+        assert steps(tail.poll()) == [2]
     assert tail.problems == []
+
+
+@pytest.mark.parametrize("polls", [1, 2, 5])
+def test_a_torn_last_line_is_listed_once_however_often_the_tail_polls(
+    tmp_path: Path, polls: int
+) -> None:
+    log(tmp_path, range(2), fresh=True)
+    path = tmp_path / "metrics.jsonl"
+    with open(path, "ab") as file:
+        file.write(b'{"step": 2, "ti')  # its writer was killed mid-line
+    tail = LiveTail(path)
+    for _ in range(polls):
+        tail.poll()
+    assert steps(tail.records) == [0, 1]
+    assert len(tail.problems) == 1
+    assert "torn" in tail.problems[0]
 
 
 def test_an_invalid_complete_line_is_skipped_and_named_in_problems(tmp_path: Path) -> None:

@@ -181,6 +181,43 @@ def test_a_bad_device_argument_is_refused_before_anything_is_read(
         load_buffer(tmp_path / "not even there", device=device)
 
 
+# Devices torch parses but no buffer can live on: "meta" has no generator, and no host has a
+# hundredth CUDA device (a CPU-only host has none at all).
+UNUSABLE_DEVICES = ["meta", "cuda:99"]
+
+
+@pytest.mark.parametrize("device", UNUSABLE_DEVICES)
+def test_a_device_no_buffer_can_live_on_is_refused_before_anything_is_read(
+    tmp_path: Path, device: str
+) -> None:
+    with pytest.raises(ValueError, match="device") as built:
+        DictBuffer(capacity=2, device=device)
+    with pytest.raises(ValueError, match="device") as loaded:
+        load_buffer(tmp_path / "not even there", device=device)
+    assert (type(loaded.value), str(loaded.value)) == (ValueError, str(built.value))
+
+
+@pytest.mark.parametrize("device", UNUSABLE_DEVICES)
+def test_loading_a_sound_checkpoint_onto_an_unusable_device_does_not_blame_the_file(
+    tmp_path: Path, device: str
+) -> None:
+    path = dict_buffer(tmp_path / "ckpt")
+    with pytest.raises(ValueError, match="device") as caught:
+        load_buffer(path, device=device)
+    assert type(caught.value) is ValueError
+    assert "config.json" not in str(caught.value)
+
+
+@pytest.mark.parametrize("device", UNUSABLE_DEVICES)
+def test_a_state_dict_restored_onto_an_unusable_device_is_the_constructors_value_error(
+    device: str,
+) -> None:
+    state = DictBuffer(capacity=2).state_dict()
+    with pytest.raises(ValueError, match="device") as caught:
+        DictBuffer.from_state_dict(state, device=device)
+    assert type(caught.value) is ValueError
+
+
 def expert_buffer(path: Path) -> Path:
     episodes = [
         {"observation": np.full((4, 2), m, np.float32), "motion_id": np.full(4, m)}

@@ -16,7 +16,9 @@ import pytest
 
 from bufcore import DictBuffer, load_buffer
 from bufcore.errors import CorruptCheckpointError, CorruptFileError
+from bufcore.inspect import read_leaf, summarize_checkpoint
 from bufcore.persist.episodes import load_episode_based_h5, save_episodes
+from bufcore.persist.hdf5_guard import CHUNK_ALLOWANCE
 from tests.support import reseal
 
 SECRET = b"root:x:0:0:secret\n" * 4
@@ -204,7 +206,138 @@ def test_an_episode_file_whose_groups_link_back_to_an_ancestor_is_refused(
         group["observation/back"] = group
 
     file = episode_file(tmp_path / "walk.h5", cycle)
+    with pytest.raises(CorruptFileError, match="/ep_0/observation/back is /ep_0 reached a second"):
+        load_episode_based_h5(file)
+
+
+def test_an_episode_file_nesting_groups_40_levels_deep_is_refused(tmp_path: Path) -> None:
+    def deep(group: h5py.Group, _: Path) -> None:
+        group["/".join(["g"] * 40) + "/x"] = np.zeros(4)
+
+    file = episode_file(tmp_path / "walk.h5", deep)
     with pytest.raises(CorruptFileError, match="nest deeper"):
+        load_episode_based_h5(file)
+
+
+def linked_twice_into_the_next(group: h5py.Group, _: Path, levels: int = 20) -> None:
+    """``levels`` nested groups, each reached from its parent by two hard links: 27 KB of
+    file, 2**levels paths to walk, no cycle (the depth limit never fires)."""
+    parent = group.create_group("observation")
+    for _level in range(levels):
+        child = parent.create_group("a")
+        parent["b"] = child
+        parent = child
+    parent["state"] = np.zeros(4, dtype=np.float32)
+
+
+def same_dataset_twice(group: h5py.Group, _: Path) -> None:
+    group["observation"] = np.zeros(4, dtype=np.float32)
+    group["action"] = group["observation"]
+
+
+@pytest.mark.parametrize(
+    "build", [linked_twice_into_the_next, same_dataset_twice], ids=["groups", "dataset"]
+)
+def test_an_episode_file_reaching_one_object_twice_is_refused_naming_it(
+    tmp_path: Path, build: Callable[[h5py.Group, Path], None]
+) -> None:
+    file = episode_file(tmp_path / "walk.h5", build)
+    with pytest.raises(CorruptFileError, match="reached a second time") as caught:
+        load_episode_based_h5(file)
+    assert caught.value.path == file
+
+
+def test_two_episodes_that_are_one_group_are_refused_naming_the_file(tmp_path: Path) -> None:
+    def second_name(group: h5py.Group, _: Path) -> None:
+        group.file["ep_1"] = group
+        group.file.attrs["num_episodes"] = 2
+
+    file = episode_file(tmp_path / "walk.h5", second_name)
+    with pytest.raises(CorruptFileError, match="reached a second time") as caught:
+        load_episode_based_h5(file)
+    assert caught.value.path == file
+
+
+# ------------------------------------------------------------------- chunks that outsize data
+def chunked(where: h5py.Group, name: str, chunk_rows: int, rows: int = 4) -> None:
+    """A float32 ``[rows, 2]`` dataset stored in one gzip chunk of ``chunk_rows`` rows (a
+    resizable dataset may declare chunks longer than its rows)."""
+    dataset = where.create_dataset(
+        name, shape=(rows, 2), maxshape=(None, 2), chunks=(chunk_rows, 2), dtype="<f4",
+        compression="gzip",
+    )
+    dataset[:] = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
+
+
+# A chunk of 32 MiB holding 32 bytes: reading it would allocate the whole chunk.
+HUGE_CHUNK_ROWS = 2 * CHUNK_ALLOWANCE // 8
+
+CHECKPOINT_READERS: dict[str, Callable[[Path], Any]] = {
+    "load_buffer": load_buffer,
+    "load_buffer leaves": lambda path: load_buffer(path, leaves=["x"]),
+    "read_leaf": lambda path: read_leaf(path, "x"),
+    "summarize_checkpoint": summarize_checkpoint,
+}
+
+
+@pytest.mark.parametrize("read", CHECKPOINT_READERS.values(), ids=list(CHECKPOINT_READERS))
+def test_a_payload_dataset_in_a_chunk_far_larger_than_its_rows_is_refused_before_reading(
+    tmp_path: Path, read: Callable[[Path], Any]
+) -> None:
+    path = saved(tmp_path / "ckpt")
+    rewrite_payload(path, lambda h5, _: chunked(h5, "x", HUGE_CHUNK_ROWS))
+    with pytest.raises(CorruptCheckpointError, match="chunk") as caught:
+        read(path)
+    assert caught.value.path == path / "buffer.hdf5"
+    assert "/x" in str(caught.value)
+
+
+def test_a_lone_hdf5_file_in_a_chunk_far_larger_than_its_rows_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "rows.hdf5"
+    with h5py.File(file, "w") as h5:
+        chunked(h5, "x", HUGE_CHUNK_ROWS)
+    with pytest.raises(CorruptFileError, match="chunk") as caught:
+        DictBuffer(capacity=8).load_hdf5(file)
+    assert caught.value.path == file
+
+
+def test_an_episode_dataset_in_a_chunk_far_larger_than_its_rows_is_refused(
+    tmp_path: Path,
+) -> None:
+    def huge_chunk(group: h5py.Group, _: Path) -> None:
+        chunked(group, "observation", HUGE_CHUNK_ROWS)
+
+    file = episode_file(tmp_path / "walk.h5", huge_chunk)
+    with pytest.raises(CorruptFileError, match="chunk") as caught:
+        load_episode_based_h5(file)
+    assert caught.value.path == file
+    assert "ep_0/observation" in str(caught.value)
+
+
+@pytest.mark.parametrize("rows", [4, CHUNK_ALLOWANCE // 8 + 1])
+def test_a_chunk_as_large_as_the_allowance_or_the_data_itself_loads(
+    tmp_path: Path, rows: int
+) -> None:
+    # Up to the allowance (a resizable dataset keeps room for rows to come), or no larger
+    # than the data it holds, however large that is.
+    chunk_rows = CHUNK_ALLOWANCE // 8 if rows == 4 else rows
+
+    def chunk(group: h5py.Group, _: Path) -> None:
+        del group["motion_id"]
+        chunked(group, "observation", chunk_rows, rows)
+        group["motion_id"] = np.zeros(rows, dtype=np.int64)
+
+    file = episode_file(tmp_path / "walk.h5", chunk)
+    (episode,) = load_episode_based_h5(file)
+    assert episode["observation"].shape == (rows, 2)
+
+
+def test_a_chunk_one_row_over_the_allowance_is_refused(tmp_path: Path) -> None:
+    def chunk(group: h5py.Group, _: Path) -> None:
+        chunked(group, "observation", CHUNK_ALLOWANCE // 8 + 1)
+
+    file = episode_file(tmp_path / "walk.h5", chunk)
+    with pytest.raises(CorruptFileError, match="chunk"):
         load_episode_based_h5(file)
 
 

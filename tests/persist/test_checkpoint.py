@@ -16,7 +16,9 @@ import torch
 import bufcore.persist.checkpoint.hashing
 import bufcore.persist.checkpoint.read_payload
 import bufcore.persist.checkpoint.write
-from bufcore import CorruptCheckpointError, DictBuffer, ZBuffer, load_buffer
+from bufcore import CorruptCheckpointError, DictBuffer, RunLogger, ZBuffer, load_buffer
+from bufcore.persist.episodes import save_episodes
+from bufcore.persist.run_checkpoint import save_run_checkpoint
 from tests.support import DEVICES, reseal
 
 BFM_TARGET = "humanoidverse.agents.buffers.transition.DictBuffer"
@@ -137,6 +139,24 @@ def test_the_manifest_lists_format_spec_and_checksums(tmp_path: Path) -> None:
             assert entry["sha256_blocks"] == block_digests(data, entry["block_bytes"])
         else:
             assert entry == {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+EMPTY_PATH_WRITERS: dict[str, Callable[[str], object]] = {
+    "Buffer.save": lambda path: filled(4, 2).save(path),
+    "save_episodes": lambda path: save_episodes(path, [{"x": np.zeros(2, np.float32)}]),
+    "save_run_checkpoint": lambda path: save_run_checkpoint(path, buffers={}, state={}),
+    "RunLogger": lambda path: RunLogger(path),
+}
+
+
+@pytest.mark.parametrize("write", EMPTY_PATH_WRITERS.values(), ids=list(EMPTY_PATH_WRITERS))
+def test_an_empty_path_is_refused_and_nothing_is_written_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: Callable[[str], object]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"expected a path, got an empty one \(''\)"):
+        write("")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_key_containing_the_separator_raises_at_save_and_writes_nothing(tmp_path: Path) -> None:

@@ -146,6 +146,38 @@ def test_a_last_line_without_its_newline_waits_for_the_next_call(tmp_path: Path)
     assert ([line.data for line in second.lines], second.end) == ([b"half"], 7)
 
 
+@pytest.mark.parametrize("offset", [0, 2])
+def test_a_last_line_without_its_newline_is_torn_when_no_appender_has_the_file_open(
+    tmp_path: Path, offset: int
+) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"a\nhal")
+    tail = read_lines(path, offset)
+    assert (tail.end, tail.torn) == (2, True)
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_last_line_without_its_newline_is_not_torn_while_an_appender_has_the_file_open(
+    tmp_path: Path, fresh: bool
+) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"a\n")
+    with_writer = LineAppender(path, fresh=fresh)
+    try:
+        with path.open("ab") as file:
+            file.write(b"hal")  # the writer's own line, caught half copied
+        assert read_lines(path, 0).torn is False
+    finally:
+        with_writer.close()
+    assert read_lines(path, 0).torn is True
+
+
+def test_a_file_ending_with_a_newline_has_no_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"a\n")
+    assert read_lines(path, 0).torn is False
+
+
 def test_a_file_at_the_offset_has_no_new_lines(tmp_path: Path) -> None:
     path = tmp_path / "log.jsonl"
     path.write_bytes(b"a\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import find_namespace_packages
@@ -22,3 +24,17 @@ def test_the_package_pattern_selects_every_bufcore_package() -> None:
     }
     assert on_disk <= shipped
     assert {"bufcore.stats", "bufcore.runs.demo", "bufcore.persist"} <= shipped
+
+
+def test_every_public_name_loads_from_the_module_it_is_listed_under() -> None:
+    homes = bufcore._HOMES
+    assert sorted(homes) == sorted(bufcore.__all__)
+    for name, home in homes.items():
+        assert getattr(bufcore, name).__module__ == home
+
+
+def test_import_bufcore_loads_no_torch_so_the_command_answers_ctrl_c_at_once() -> None:
+    probe = "import sys, bufcore, bufcore.cli; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=120, cwd=ROOT)
+    assert (result.returncode, result.stdout) == (0, "False\n"), result.stderr

@@ -53,8 +53,9 @@ def _your_runs_checkpoint(run: Path) -> None:
 
 
 def _metrics_link(run: Path) -> None:
-    (run / ".elsewhere").write_text("mine")
-    (run / "metrics.jsonl").symlink_to(run / ".elsewhere")
+    elsewhere = run.parent / f"{run.name}-elsewhere.jsonl"
+    elsewhere.write_text("mine")
+    (run / "metrics.jsonl").symlink_to(elsewhere)
 
 
 @pytest.mark.parametrize(
@@ -80,6 +81,42 @@ def test_a_demo_entry_holding_something_else_is_refused_before_anything_is_writt
     with pytest.raises(FileExistsError, match=rf"{entry}: not what a demo run writes there"):
         run_demo(tmp_path, TINY)
     assert tree(tmp_path) == before
+
+
+def _git_and_env(run: Path) -> None:
+    (run / ".git").mkdir()
+    (run / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (run / ".env").write_text("TOKEN=mine\n")
+
+
+def _another_savers_staging(run: Path) -> None:
+    # Staging of a name the demo does not write is not the demo's own.
+    (run / ".notes.txt.staging-1-abc").write_text("mine")
+
+
+@pytest.mark.parametrize("make", [_git_and_env, _another_savers_staging],
+                         ids=["git-and-env", "foreign-staging"])
+def test_a_directory_holding_only_hidden_entries_is_refused_naming_them(
+    tmp_path: Path, make: Callable[[Path], None]
+) -> None:
+    make(tmp_path)
+    before = tree(tmp_path)
+    with pytest.raises(FileExistsError, match=r"holds \.\S+, .*which a demo run does not write"):
+        run_demo(tmp_path, TINY)
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "name",
+    [".metrics.jsonl.staging-999999999-0a1b", ".checkpoint.staging-999999999-0a1b",
+     ".checkpoint.old-999999999-0a1b"],
+)
+def test_staging_left_by_a_killed_demo_save_is_no_reason_to_refuse(
+    tmp_path: Path, name: str
+) -> None:
+    (tmp_path / name).mkdir()
+    run_demo(tmp_path, TINY)
+    assert (tmp_path / "metrics.jsonl").stat().st_size > 0
 
 
 def test_a_previous_demo_run_with_more_motion_files_is_replaced(tmp_path: Path) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bufcore import RunLogger
 from bufcore.curriculum.history import Round, history_to_state
 from bufcore.curriculum.priorities import PriorityOptions
 from bufcore.errors import CorruptCheckpointError, CorruptFileError
@@ -115,18 +117,31 @@ def write_metrics(run: Path, text: str) -> Path:
     return run
 
 
+def record(step: int, **fields: Any) -> dict[str, Any]:
+    return {"step": step, "time": 1.0, "kind": "train", **fields}
+
+
+def lines(*records: dict[str, Any]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
 @pytest.mark.parametrize("records", [1, 2, 5])
 def test_metrics_count_the_records_and_read_the_last(tmp_path: Path, records: int) -> None:
-    lines = "".join(json.dumps({"step": i, "kind": "train"}) + "\n" for i in range(records))
-    summary = summarize_metrics(write_metrics(tmp_path / "run", lines))
-    assert (summary.records, summary.size) == (records, len(lines))
-    assert summary.last == {"step": records - 1, "kind": "train"}
-
-
-def test_a_record_still_being_written_is_not_counted(tmp_path: Path) -> None:
-    text = '{"step": 1}\n{"step": 2}\n{"ste'
+    text = lines(*(record(i) for i in range(records)))
     summary = summarize_metrics(write_metrics(tmp_path / "run", text))
-    assert (summary.records, summary.last) == (2, {"step": 2})
+    assert (summary.records, summary.size, summary.skipped) == (records, len(text), 0)
+    assert summary.last == record(records - 1)
+
+
+def test_a_record_a_running_logger_is_still_writing_is_neither_counted_nor_skipped(
+    tmp_path: Path,
+) -> None:
+    with RunLogger(tmp_path / "run") as logger:
+        logger.log("train", 1, {})
+        with logger.path.open("ab") as file:
+            file.write(b'{"ste')
+        summary = summarize_metrics(tmp_path / "run")
+    assert (summary.records, summary.last["step"], summary.skipped) == (1, 1, 0)
 
 
 def test_an_empty_log_has_no_last_record(tmp_path: Path) -> None:
@@ -135,19 +150,54 @@ def test_an_empty_log_has_no_last_record(tmp_path: Path) -> None:
 
 
 def test_a_last_record_longer_than_a_read_block_is_read_whole(tmp_path: Path) -> None:
-    big = {"step": 7, "note": "x" * (3 << 20)}
-    summary = summarize_metrics(write_metrics(tmp_path / "run", '{"step": 1}\n' + json.dumps(big)
-                                              + "\n"))
+    big = record(7, note="x" * (3 << 20))
+    summary = summarize_metrics(write_metrics(tmp_path / "run", lines(record(1), big)))
     assert summary.last == big
 
 
-@pytest.mark.parametrize("last", ["not json", "[1, 2]"])
-def test_a_last_record_that_is_not_an_object_names_the_file_and_line(
-    tmp_path: Path, last: str
+# One rule with read_metrics: a line that is not a valid record is skipped and listed.
+SKIPPED_LINES = {
+    "not json": "not json\n",
+    "not an object": "[1, 2]\n",
+    "blank": "\n",
+    "no time": '{"step": 3}\n',
+    "torn, no writer": '{"step": 3, "ti',
+}
+
+
+@pytest.mark.parametrize("bad", SKIPPED_LINES.values(), ids=list(SKIPPED_LINES))
+def test_a_last_line_that_is_no_valid_record_is_skipped_and_listed_not_an_error(
+    tmp_path: Path, bad: str
 ) -> None:
-    run = write_metrics(tmp_path / "run", '{"step": 1}\n' + last + "\n")
-    with pytest.raises(CorruptFileError, match=r"metrics\.jsonl: line 2"):
-        summarize_metrics(run)
+    run = write_metrics(tmp_path / "run", lines(record(1), record(2)) + bad)
+    summary = summarize_metrics(run)
+    assert (summary.records, summary.last, summary.skipped) == (2, record(2), 1)
+    assert summary.problems[0].startswith(f"{run / 'metrics.jsonl'}: byte ")
+
+
+def test_a_torn_line_closed_off_by_a_resumed_logger_is_skipped_and_listed(
+    tmp_path: Path,
+) -> None:
+    run = write_metrics(tmp_path / "run", lines(record(1)) + '{"step": 2, "ti')
+    with RunLogger(run, fresh=False):
+        pass  # resuming closes the torn line off with a newline
+    summary = summarize_metrics(run)
+    assert (summary.records, summary.last, summary.skipped) == (1, record(1), 1)
+    assert "(line 2): not valid JSON" in summary.problems[0]
+
+
+def test_a_blank_line_in_the_middle_is_skipped_and_the_last_record_read(tmp_path: Path) -> None:
+    summary = summarize_metrics(write_metrics(tmp_path / "run", lines(record(1)) + "\n"
+                                              + lines(record(2))))
+    assert (summary.records, summary.last, summary.skipped) == (2, record(2), 1)
+
+
+def test_a_log_record_keeps_its_non_finite_values(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with RunLogger(run) as logger:
+        logger.log("train", 1, {"loss": math.nan})
+    last = summarize_metrics(run).last
+    assert last is not None and math.isnan(last["loss"])
 
 
 def test_a_metrics_fifo_is_refused_without_blocking(tmp_path: Path) -> None:

@@ -82,6 +82,8 @@ def test_each_record_is_in_the_file_when_log_returns(logger: RunLogger) -> None:
         (np.float32(0.5), 0.5),
         (np.int8(-3), -3),
         (np.uint64(2**64 - 1), 2**64 - 1),
+        (np.longdouble(1.5), 1.5),
+        (np.array([0.5, -2.0], dtype=np.longdouble), [0.5, -2.0]),
         (np.bool_(True), True),
         (np.array(7), 7),
         (np.array([1, 2], dtype=np.int16), [1, 2]),
@@ -109,6 +111,7 @@ def test_supported_values_are_written_as_json(
         ({"emd": [0.0, 1.0, 2.0, -INF]}, {"emd": [0.0, 1.0, 2.0, None]}, {"/emd/3": "-inf"}),
         ({"t": torch.tensor([NAN, 1.0])}, {"t": [None, 1.0]}, {"/t/0": "nan"}),
         ({"n": np.float16("inf")}, {"n": None}, {"/n": "inf"}),
+        ({"n": np.longdouble("-inf")}, {"n": None}, {"/n": "-inf"}),
         ({"x": [[NAN]]}, {"x": [[None]]}, {"/x/0/0": "nan"}),
     ],
     ids=repr,
@@ -316,6 +319,43 @@ def test_a_half_written_last_line_waits_for_the_next_call(logger: RunLogger) -> 
     assert [r["step"] for r in records] == [1]
 
 
+def test_a_torn_last_line_is_described_once_the_reader_has_read_all_before_it(
+    tmp_path: Path,
+) -> None:
+    with RunLogger(tmp_path) as logger:
+        logger.log("train", 0, {})
+    path = tmp_path / METRICS_FILE
+    with path.open("ab") as file:
+        file.write(b'{"step": 1, "ti')  # a writer killed mid-line: no RunLogger has it open
+    problems: list[str] = []
+    records, offset = read_metrics(path, problems=problems)
+    assert ([r["step"] for r in records], problems) == ([0], [])
+    assert read_metrics(path, offset, problems=problems) == ([], offset)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{path}: byte {offset}: torn: ")
+
+
+def test_a_log_that_is_one_torn_line_names_line_1(tmp_path: Path) -> None:
+    (tmp_path / METRICS_FILE).write_bytes(b'{"step": 1, "ti')
+    problems: list[str] = []
+    assert read_metrics(tmp_path / METRICS_FILE, problems=problems) == ([], 0)
+    assert [p.split(": torn: ")[0] for p in problems] == [
+        f"{tmp_path / METRICS_FILE}: byte 0 (line 1)"
+    ]
+
+
+def test_a_last_line_still_being_written_by_an_open_logger_is_not_torn(
+    logger: RunLogger,
+) -> None:
+    logger.log("train", 0, {})
+    with logger.path.open("ab") as file:
+        file.write(b'{"step": 1, "ti')
+    problems: list[str] = []
+    _, offset = read_metrics(logger.path, problems=problems)
+    assert read_metrics(logger.path, offset, problems=problems) == ([], offset)
+    assert problems == []
+
+
 def test_a_new_run_gives_no_records_and_offset_0_then_its_own_records(tmp_path: Path) -> None:
     with RunLogger(tmp_path) as first:
         for step in range(3):
@@ -326,6 +366,35 @@ def test_a_new_run_gives_no_records_and_offset_0_then_its_own_records(tmp_path: 
     assert read_metrics(tmp_path / METRICS_FILE, offset) == ([], 0)
     records, _ = read_metrics(tmp_path / METRICS_FILE, 0)
     assert [r["kind"] for r in records] == ["eval"]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (str(2**64), float(2**64)),
+        (str(-(2**63) - 1), float(-(2**63) - 1)),
+        ("1" + "0" * 400, INF),
+        ("-" + "9" * 5000, -INF),
+    ],
+    ids=["2**64", "-2**63-1", "1e400", "5000 digits"],
+)
+def test_an_int_beyond_the_64_bit_range_reads_back_as_the_nearest_float(
+    tmp_path: Path, text: str, value: float
+) -> None:
+    line = f'{{"step": 1, "time": 0, "kind": "t", "x": {text}, "v": [1, {text}]}}\n'
+    (tmp_path / METRICS_FILE).write_text(line)
+    (record,) = read_all(tmp_path / METRICS_FILE)
+    assert (record["x"], record["v"]) == (value, [1, value])
+    assert type(record["x"]) is float
+
+
+@pytest.mark.parametrize("value", [-(2**63), 2**63 - 1, 2**64 - 1], ids=repr)
+def test_ints_in_the_64_bit_range_the_logger_writes_read_back_as_ints(
+    logger: RunLogger, value: int
+) -> None:
+    logger.log("train", 0, {"x": value})
+    (record,) = read_all(logger.path)
+    assert type(record["x"]) is int and record["x"] == value
 
 
 def test_a_missing_file_gives_no_records_and_offset_0(tmp_path: Path) -> None:
@@ -357,7 +426,8 @@ BAD_LINES = [
     (b'{"step": 1, "time": 0, "kind": "t", "x": null, "nonfinite": {"x": "nan"}}', "Pointer"),
     (b'{"step": 1, "time": 0, "kind": "\xff"}', "not valid JSON"),
     (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
-    (b'{"step": ' + b"9" * 5000 + b', "time": 0, "kind": "t"}', "not valid JSON"),
+    (b'{"step": ' + b"9" * 5000 + b', "time": 0, "kind": "t"}', "step: expected an int"),
+    (b'{"step": ' + str(2**63).encode() + b', "time": 0, "kind": "t"}', "step: expected an int"),
 ]
 
 

@@ -242,18 +242,13 @@ def make_bad(kind: str, tmp_path: Path) -> tuple[Path, str]:
         run = run_dir(tmp_path / "run")
         (run / "checkpoint" / "run.json").write_text(json.dumps({"format": "other"}))
         return run, "run.json: run['format']: expected 'bufcore-run-checkpoint'"
-    if kind == "damaged log":
-        run = run_dir(tmp_path / "run", checkpoint=False)
-        with (run / "metrics.jsonl").open("a") as log:
-            log.write("garbage\n")
-        return run, "metrics.jsonl: line 4"
     raise AssertionError(kind)
 
 
 @pytest.mark.parametrize(
     "kind",
     ["missing", "file", "empty", "random", "corrupt config", "truncated payload",
-     "foreign run.json", "damaged log"],
+     "foreign run.json"],
 )
 def test_bad_input_is_one_error_line_naming_the_file_and_exit_1(tmp_path: Path, kind: str) -> None:
     path, names = make_bad(kind, tmp_path)
@@ -278,6 +273,77 @@ def test_an_unknown_target_is_one_error_line_naming_it_and_exit_1(
         (buffer / "config.json").write_text(json.dumps(config))
     result = bufcore_cli("inspect", str(buffer if where == "buffer" else run))
     assert_one_line_error(result, "config.json: unknown __target__ 'os.system'")
+
+
+def _torn_and_closed_off(log: Path) -> None:
+    with log.open("a") as file:
+        file.write('{"step": 40, "ti')  # a writer killed mid-line
+    with bufcore.RunLogger(log.parent, fresh=False):
+        pass  # the resumed run closes the torn line off
+
+
+def _blank_line(log: Path) -> None:
+    with log.open("a") as file:
+        file.write("\n")
+
+
+def _torn(log: Path) -> None:
+    with log.open("a") as file:
+        file.write('{"step": 40, "ti')
+
+
+@pytest.mark.parametrize(
+    "damage", [_torn_and_closed_off, _blank_line, _torn], ids=["closed-off torn", "blank", "torn"]
+)
+def test_a_log_line_read_metrics_skips_is_listed_as_skipped_with_exit_0(
+    tmp_path: Path, damage: Any
+) -> None:
+    run = run_dir(tmp_path / "run", checkpoint=False)
+    damage(run / "metrics.jsonl")
+    result = bufcore_cli("inspect", str(run))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "metrics: 3 records, 1 line skipped" in result.stdout
+    assert f"{run / 'metrics.jsonl'}: byte 129" in result.stdout
+
+
+def _strict(text: str) -> Any:
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_inspect_json_is_strict_json_when_the_last_log_record_holds_nan(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with bufcore.RunLogger(run) as logger:
+        logger.log("train", 1, {"loss": float("nan"), "emd": [1.0, float("-inf")]})
+    result = bufcore_cli("inspect", str(run), "--json")
+    assert result.returncode == 0, result.stderr
+    last = _strict(result.stdout)["metrics"]["last"]
+    assert (last["loss"], last["emd"]) == (None, [1.0, None])
+
+
+def test_inspect_json_is_strict_json_when_the_last_log_line_holds_a_nan_token(
+    tmp_path: Path,
+) -> None:
+    run = run_dir(tmp_path / "run", checkpoint=False)
+    with (run / "metrics.jsonl").open("a") as log:
+        log.write('{"step": 40, "time": 0.0, "kind": "train", "loss": NaN}\n')
+    result = bufcore_cli("inspect", str(run), "--json")
+    assert result.returncode == 0, result.stderr
+    metrics = _strict(result.stdout)["metrics"]
+    assert (metrics["last"]["step"], metrics["skipped"]) == (30, 1)
+
+
+def test_inspect_json_is_strict_json_when_a_hand_edited_run_json_holds_nan(
+    tmp_path: Path,
+) -> None:
+    run = run_dir(tmp_path / "run", metrics=False)
+    state = run / "checkpoint" / "run.json"
+    state.write_text(state.read_text().replace('"options": {}', '"options": {"lr": NaN}'))
+    result = bufcore_cli("inspect", str(run), "--json")
+    assert result.returncode == 0, result.stderr
+    assert _strict(result.stdout)["run"]["options"] == {"lr": None}
 
 
 def test_inspect_without_a_path_is_a_usage_error_with_exit_2() -> None:

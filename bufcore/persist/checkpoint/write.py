@@ -113,8 +113,8 @@ def save_checkpoint(
             with the final rename (:func:`bufcore.persist.atomic.publish_directory`).
 
     Raises:
-        ValueError: a key contains the nested key separator or '/' (checked before any file is
-            touched).
+        ValueError: ``path`` is empty, or a key contains the nested key separator or '/'
+            (checked before any file is touched).
         FileExistsError: ``path`` exists and is not a checkpoint directory; with
             ``replace=False``, anything exists at ``path``.
         TypeError: ``replace`` is not a bool (checked before any file is touched).

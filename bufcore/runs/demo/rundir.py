@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from bufcore.errors import CorruptFileError
+from bufcore.persist.atomic import staged_name
 from bufcore.persist.episodes import save_episodes, write_motion_list
 from bufcore.persist.jsonl import read_lines
 from bufcore.persist.run_checkpoint import (
@@ -41,10 +42,15 @@ _MOTION_FILE = re.compile(r"motions_[0-9]{3,}\.h5")
 def check_run_dir(run: Path) -> None:
     """Refuse a directory a demo run would overwrite anything but a previous demo run in.
 
+    Only the demo's own names and the staging entries a killed save of them leaves
+    (``.checkpoint.staging-<pid>-...``) may be there: hidden entries (``.git/``, ``.env``) are
+    no exception.
+
     Raises:
         NotADirectoryError: ``run`` exists and is not a directory.
         FileExistsError: ``run`` is a dangling symbolic link; it holds an entry a demo run
-            does not write; or one of the demo's names holds something else:
+            does not write (hidden ones included); or one of the demo's names holds something
+            else:
             ``metrics.jsonl`` not a regular file or not a demo log, ``motions/`` not a
             directory of motion files and ``motions.txt``, ``checkpoint/`` not a run
             checkpoint or not the demo's (its ``run.json`` lacks ``"writer": "bufcore demo"``),
@@ -59,7 +65,7 @@ def check_run_dir(run: Path) -> None:
     ours = {METRICS_FILE, MOTIONS_DIR, CHECKPOINT_DIR}
     # A save killed halfway leaves its staging entry, which the next save removes.
     foreign = sorted(
-        e.name for e in run.iterdir() if e.name not in ours and not e.name.startswith(".")
+        e.name for e in run.iterdir() if e.name not in ours and staged_name(e.name) not in ours
     )
     if foreign:
         raise FileExistsError(

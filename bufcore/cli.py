@@ -26,6 +26,7 @@ from bufcore import KeyPathError
 from bufcore.inspect import PRIORITY_MODES, inspect_path, render, to_json
 from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
 from bufcore.runs.demo.progress import Progress
+from bufcore.runs.demo.serve import serve
 
 # What bufcore raises for bad input (CorruptFileError and StateError are ValueErrors; a
 # MemoryError names the allocation a size asked for): one line, exit status 1. Anything else
@@ -36,6 +37,7 @@ DEMO_EXAMPLE = """\
 examples:
   bufcore demo --out runs/demo                 # about 5 s on 2 cores
   bufcore demo --out runs/demo --live          # paced to last ~5 minutes, for a dashboard
+  bufcore demo --out runs/demo --live --dashboard 8501   # what make demo runs
   bufcore demo --out runs/try --seed 3 --mode bin --steps 3000
 """
 
@@ -135,10 +137,18 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
     curriculum.add_argument("--scale", type=_number, default=defaults.scale,
                             help=f"multiplier after clamping (default {defaults.scale})")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.add_argument("--dashboard", type=_count, nargs="?", const=DASHBOARD_PORT, default=None,
+                      metavar="PORT",
+                      help=f"also serve the dashboard on the run, on 127.0.0.1:PORT (default "
+                      f"{DASHBOARD_PORT}), from its first checkpoint on; stopping either stops "
+                      "both. A previous demo run in --out is cleared first, or moved aside to "
+                      "OUT.<date>-<time> when it holds checkpoints saved from the dashboard "
+                      "(what make demo runs)")
 
 
-def _demo(args: argparse.Namespace) -> int:
-    options = DemoOptions(
+def demo_options(args: argparse.Namespace) -> DemoOptions:
+    """The run's options from ``bufcore demo``'s arguments."""
+    return DemoOptions(
         seed=args.seed,
         steps=args.steps,
         motions=args.motions,
@@ -151,6 +161,27 @@ def _demo(args: argparse.Namespace) -> int:
         scale=args.scale,
         live_seconds=args.live,
     )
+
+
+def demo_arguments(out: Path, options: DemoOptions) -> list[str]:
+    """``bufcore demo`` arguments that run ``options`` into ``out`` quietly (the run that
+    ``--dashboard`` starts as a child)."""
+    flags = {"--seed": options.seed, "--steps": options.steps, "--motions": options.motions,
+             "--envs": options.envs, "--capacity": options.capacity,
+             "--eval-every": options.eval_every, "--mode": options.mode,
+             "--min-val": options.min_val, "--max-val": options.max_val,
+             "--scale": options.scale}
+    if options.live_seconds is not None:
+        flags["--live"] = options.live_seconds
+    # str() of a float reads back as the same float.
+    return ["demo", "--out", str(out), "--quiet",
+            *(part for flag, value in flags.items() for part in (flag, str(value)))]
+
+
+def _demo(args: argparse.Namespace) -> int:
+    options = demo_options(args)
+    if args.dashboard is not None:
+        return _demo_with_dashboard(args.out, options, args.dashboard)
     started = time.monotonic()
     progress = None if args.quiet else Progress(options.steps)
     try:
@@ -162,6 +193,22 @@ def _demo(args: argparse.Namespace) -> int:
     _report(result, options, time.monotonic() - started)
     sys.stdout.flush()  # a closed stdout fails here, where main reports it, not at exit
     return 0
+
+
+def _demo_with_dashboard(out: Path, options: DemoOptions, port: int) -> int:
+    """The run as a child process and the dashboard on it (:func:`serve`)."""
+    repo = repository_root()
+    problem = dashboard_problem(repo)
+    if problem is not None:
+        raise OSError(problem)
+    cwd = Path.cwd()
+    run_dir = out if out.is_absolute() else cwd / out
+    # The parent is a root too: earlier demo runs moved aside there stay comparable.
+    dashboard = dashboard_command([run_dir], [run_dir.parent], port, python=sys.executable,
+                                  cwd=cwd)
+    run = [sys.executable, "-m", "bufcore.cli", *demo_arguments(run_dir, options)]
+    sys.stdout.flush()
+    return serve(run_dir, run, dashboard, env=_launch_environment(repo), cwd=repo)
 
 
 def _report(result: DemoResult, options: DemoOptions, seconds: float) -> None:
@@ -271,12 +318,16 @@ def _dashboard(args: argparse.Namespace) -> int:
             raise NotADirectoryError(f"{path}: no such directory")
     command = dashboard_command(args.runs, args.root, args.port, python=sys.executable,
                                 cwd=Path.cwd())
-    path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(repo), path)))}
     sys.stdout.flush()
     sys.stderr.flush()
-    replace_process(command, repo, env)
+    replace_process(command, repo, _launch_environment(repo))
     return 0  # not reached: the launcher took over this process
+
+
+def _launch_environment(repo: Path) -> dict[str, str]:
+    """This environment with ``repo`` first on ``PYTHONPATH`` (the launcher imports ``app``)."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(repo), path)))}
 
 
 def replace_process(command: list[str], cwd: Path, env: dict[str, str]) -> None:

@@ -106,7 +106,7 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
         description="Run a small curriculum-learning loop in the shape of BFM-Zero's, built only "
         "from bufcore: expert motions, parallel tracking envs writing a [time, env] buffer, a z "
         "buffer, TD-EMA weighted value learning and EMD prioritisation. Writes metrics.jsonl, "
-        "motions/ and checkpoint/ into --out.",
+        "motions/, checkpoint/ and checkpoints/ (the earlier checkpoints) into --out.",
         epilog=DEMO_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

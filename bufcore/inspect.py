@@ -18,8 +18,9 @@ tool that looks inside bufcore's files never reaches into a private module:
   weight a drawn window comes from each trajectory), :func:`start_counts` and
   :func:`window_counts` (valid window starts per trajectory).
 - The names of a run directory's files (:data:`METRICS_FILE`, :data:`CHECKPOINT_DIR`,
-  :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`), :func:`format_key_path` and
-  :func:`human_bytes` for display, and :data:`PRIORITY_MODES`.
+  :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`, :data:`HISTORY_DIR`),
+  :func:`earlier_checkpoints` (a run's kept checkpoints) and :func:`owning_run`,
+  :func:`format_key_path` and :func:`human_bytes` for display, and :data:`PRIORITY_MODES`.
 
 Each buffer's saved config is parsed by its class's one parser; files are read by
 :mod:`bufcore.persist` alone. The buffer classes and loaders themselves are in :mod:`bufcore`.
@@ -33,8 +34,11 @@ from bufcore.persist.checkpoint import CONFIG as CONFIG_FILE
 from bufcore.persist.run_checkpoint import BUFFERS as BUFFERS_DIR
 from bufcore.persist.run_checkpoint import (
     CHECKPOINT_DIR,
+    HISTORY_DIR,
     METRICS_FILE,
     RUN_STATE,
+    earlier_checkpoints,
+    owning_run,
     read_run_state,
 )
 from bufcore.runs.leaf_read import read_leaf
@@ -81,6 +85,7 @@ __all__ = [
     "BUFFER_CHECKPOINT",
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
+    "HISTORY_DIR",
     "METRICS_FILE",
     "PRIORITY_MODES",
     "RUN_CHECKPOINT",
@@ -100,10 +105,12 @@ __all__ = [
     "Weighting",
     "WindowSettings",
     "buffer_dirs",
+    "earlier_checkpoints",
     "format_key_path",
     "human_bytes",
     "inspect_path",
     "options_from_state",
+    "owning_run",
     "read_leaf",
     "read_run_state",
     "render",

@@ -11,7 +11,8 @@ Layout (DESIGN §3 "Runs"), BFM-Zero's ``checkpoint/`` with the run state beside
 
 A run that keeps its earlier checkpoints puts each under ``RUN/checkpoints/step-<step>/`` (six
 digits or more, so names sort by step) with :func:`keep_run_checkpoint`, which hard-links the
-files rather than writing them again; :func:`earlier_checkpoints` lists them.
+files rather than writing them again; :func:`earlier_checkpoints` lists them and
+:func:`owning_run` names the run of one.
 
 The whole directory is staged and swapped in with one rename (:mod:`bufcore.persist.atomic`),
 so a reader sees the previous checkpoint or the new one, never buffers from one save and run
@@ -205,3 +206,12 @@ def earlier_checkpoints(run_dir: str | os.PathLike[str]) -> list[tuple[int, Path
         if match and not entry.is_symlink() and entry.is_dir():
             kept.append((int(match["step"]), entry))
     return sorted(kept)
+
+
+def owning_run(checkpoint: str | os.PathLike[str]) -> Path | None:
+    """The run directory that keeps ``checkpoint`` among its earlier checkpoints (it is
+    ``RUN/checkpoints/step-<step>``), or None. Only the path's names are looked at."""
+    path = Path(checkpoint)
+    if _KEPT.fullmatch(path.name) and path.parent.name == HISTORY_DIR:
+        return path.parent.parent
+    return None

@@ -83,6 +83,8 @@ def _side(
     letter: str, column: DeltaGenerator, source: Source, data: SourceData, expert_default: int = 0
 ) -> Side:
     key = f"cmp_{letter.lower()}"
+    if data.run is not None:  # which moment this side shows
+        column.caption(f"{letter}: checkpoint at step {data.run.step:,}, round {data.run.round}")
     for entry in data.buffers:
         if entry.error is not None:
             column.warning(f"buffer {entry.name!r} cannot be read: {entry.error}")
@@ -133,8 +135,10 @@ names = (f"A: {a.label}", f"B: {b.label}")
 if a.label == b.label:
     st.info(
         "A and B are the same run and buffers, so every chart shows two equal sides. Pick "
-        "another run or checkpoint for B, or an expert buffer saved from the Curriculum page "
-        "(`reprioritized/...`), or start the dashboard with `--root` on a folder of runs."
+        "another run or checkpoint for B: a run's earlier checkpoints are listed as "
+        "`<run>/checkpoints/step-N` once it has kept some (the demo keeps one per evaluation "
+        "round), expert buffers saved from the Curriculum page as `reprioritized/...`. Or "
+        "start the dashboard with `--root` on a folder of runs."
     )
 
 st.header("Trajectory lengths")

@@ -212,3 +212,12 @@ def test_a_b_picked_by_hand_stays_while_a_does(dashboard: Dashboard, run_copy: P
     at.selectbox(key="cmp_b").select("demo/checkpoints/step-000012").run()
     at.run()
     assert at.selectbox(key="cmp_b").value == "demo/checkpoints/step-000012"
+
+
+def test_each_side_says_the_step_and_round_of_its_checkpoint(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    at = dashboard("compare", run_copy, roots=(run_copy.parent,))
+    captions = [c.value for c in at.caption]
+    assert "A: checkpoint at step 60, round 2" in captions
+    assert "B: checkpoint at step 30, round 1" in captions

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
-from setuptools import find_namespace_packages
-from setuptools.config.pyprojecttoml import read_configuration
+from setuptools import Distribution, find_namespace_packages
+from setuptools.config.pyprojecttoml import apply_configuration, read_configuration
 
 import bufcore
 
@@ -22,3 +23,12 @@ def test_the_package_pattern_selects_every_bufcore_package() -> None:
     }
     assert on_disk <= shipped
     assert {"bufcore.stats", "bufcore.runs.demo", "bufcore.persist"} <= shipped
+
+
+def test_setuptools_reads_the_project_table_without_a_warning() -> None:
+    # A `license = {text = ...}` table printed a SetuptoolsDeprecationWarning per build step.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        distribution = apply_configuration(Distribution(), ROOT / "pyproject.toml")
+    assert [str(w.message) for w in caught] == []
+    assert distribution.metadata.license_expression == "Apache-2.0"

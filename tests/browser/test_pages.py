@@ -92,3 +92,16 @@ def test_moving_the_live_refresh_slider_updates_the_link(page: Any, dashboard_ur
     # The interval is bound to the URL, so a copied link reproduces it.
     page.wait_for_url(re.compile(r"live_every="))
     assert parse_qs(urlparse(page.url).query)["live_every"] == [str(before + 1)]
+
+
+def test_compare_opens_on_the_run_against_its_latest_earlier_checkpoint(
+    page: Any, dashboard_url: str
+) -> None:
+    page.goto(dashboard_url + "compare")
+    settle(page)
+    screenshot(page, "compare-default")
+    assert page.locator(EXCEPTION).count() == 0
+    b = page.locator('[data-testid="stSelectbox"]').filter(has_text="B: run or checkpoint")
+    assert b.locator("input").input_value() == "demo/checkpoints/step-000030"
+    assert page.get_by_text("checkpoint at step 30, round 1").count() == 1
+    assert page.get_by_text("A and B are the same").count() == 0

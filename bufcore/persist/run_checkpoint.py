@@ -157,7 +157,9 @@ def keep_run_checkpoint(
 
     The files are hard links: bufcore never edits a published file (a save replaces the
     directory), so the copy costs neither time nor space until ``path`` is saved over, and
-    then keeps the old files alive. Where the file system has no hard links they are copied.
+    then keeps the old files alive. Where the file system has no hard links they are copied
+    (``tests/persist/test_run_checkpoint.py::
+    test_a_kept_checkpoint_is_copied_where_the_file_system_has_no_hard_links``).
     Nobody may save to ``path`` meanwhile (the demo keeps its own checkpoint before it saves
     the next one).
 

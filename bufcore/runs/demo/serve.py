@@ -14,7 +14,9 @@ it, two child processes that this one starts, watches and stops together.
 SIGINT and SIGTERM stop both children and exit 128 + the signal. The run is started with
 SIGINT ignored, so a terminal's Ctrl-C (which reaches the whole process group) stops it only
 through here, without a second message; every stop is a SIGTERM from here, then SIGKILL after
-a grace period.
+a grace period. Signals are only noted in the handler and acted on by the poll loop, so one
+that arrives while a child is being started is never lost
+(``tests/runs/test_demo_serve.py::test_a_stop_signal_stops_the_run_and_the_dashboard``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 KEY := $(shell sha256sum pyproject.toml | cut -c1-16)
 TORCH := torch==2.13.0
+TORCH_INDEX ?=
 
 # make demo PORT=8600 serves the dashboard on another port.
 PORT ?= 8501
@@ -17,9 +18,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# torch first, pinned: an unpinned resolve would fetch a multi-GB CUDA build.
+# torch first, pinned: left to resolve torch itself, pip takes the newest release, which on
+# Linux from PyPI is a CUDA build (several GB of nvidia-* wheels). TORCH_INDEX picks another
+# index, e.g. make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu for the CPU build.
 $(VENV)/.torch: | $(BIN)/python
-	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	touch $@
 
 $(VENV)/.core-$(KEY): | $(VENV)/.torch
@@ -38,17 +41,13 @@ $(VENV)/.bench-$(KEY): $(VENV)/.core-$(KEY)
 	$(BIN)/pip install --quiet -e '.[bench]' $(TORCH)
 	rm -f $(VENV)/.bench-*; touch $@
 
-# The demo training run writes runs/demo in the background (paced to last ~5 minutes) while
-# the dashboard shows it in the foreground; stopping the dashboard (Ctrl-C) stops the run. One
-# shell, so the trap sees the run's pid; the dashboard starts once the run's log exists.
+# A fresh demo training run in runs/demo (paced to last ~5 minutes) and the dashboard on it,
+# from the run's first checkpoint (seconds in). `bufcore demo --dashboard` does the work
+# (bufcore/runs/demo/serve.py, tested there): it clears a previous demo run, or moves it aside
+# to runs/demo.<date>-<time> when it holds checkpoints saved from the dashboard; Ctrl-C or
+# kill stops both; a failure of either stops both with its message last.
 demo: $(VENV)/.dashboard-$(KEY)
-	@$(BIN)/bufcore demo --out runs/demo --live --quiet & pid=$$!; \
-	trap 'kill $$pid 2>/dev/null' EXIT INT TERM; \
-	for i in $$(seq 120); do \
-	  [ -f runs/demo/metrics.jsonl ] || ! kill -0 $$pid 2>/dev/null && break; sleep 0.5; \
-	done; \
-	kill -0 $$pid 2>/dev/null || wait $$pid || exit 1; \
-	$(BIN)/bufcore dashboard runs/demo --port $(PORT)
+	@$(BIN)/bufcore demo --out runs/demo --live --dashboard $(PORT)
 
 lint: $(VENV)/.test-$(KEY)
 	$(BIN)/ruff check .

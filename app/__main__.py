@@ -4,19 +4,23 @@ Runs ``streamlit run app/main.py`` bound to 127.0.0.1 (a dashboard is not a publ
 headless, with usage statistics off, and hands it the run directories and roots through the
 environment variables :class:`app.sources.DashboardConfig` reads. It prints the URL first.
 Bad input (a missing directory, a port in use or out of range) is one line on stderr and exit
-status 1; Ctrl-C stops Streamlit and exits 130 with one line.
+status 1. SIGINT (Ctrl-C) and SIGTERM (``kill``) stop Streamlit and then this process, with
+one line and exit status 128 + the signal (130, 143), however it was started: from a
+terminal, in a script's background (which starts it with SIGINT ignored), or by a supervisor
+that signals this process alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -166,35 +170,79 @@ def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None
         return 1
     env = {**(os.environ if environ is None else environ), **launch.environment}
     print(f"bufcore dashboard: {launch.url}  (Ctrl-C stops it)", flush=True)
-    process = subprocess.Popen(launch.command, env=env)
-    # SIGTERM stops Streamlit as Ctrl-C does instead of leaving it running without us.
-    terminate = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        return process.wait()
-    except KeyboardInterrupt:
-        _stop(process)
-        print(f"{PROG}: stopped", file=sys.stderr)
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, terminate)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Let Streamlit shut down: a terminal's Ctrl-C reached it too; a signal sent to this
-    process alone did not, so it gets SIGTERM after a moment, and SIGKILL as a last resort."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
-    for send, wait in ((None, 3.0), (process.terminate, 10.0), (process.kill, None)):
-        if send is not None:
-            send()
+    stopper = _Stopper()
+    with stopper.installed():
         try:
-            process.wait(timeout=wait)
+            process = subprocess.Popen(launch.command, env=env)
+            stopper.started(process)
+            return process.wait()
+        except StopSignal as stop:
+            stopper.stop_child()
+            print(f"{PROG}: stopped", file=sys.stderr)
+            return 128 + stop.signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopSignal(Exception):
+    """SIGINT or SIGTERM arrived (:attr:`signum` says which)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Stopper:
+    """Turns SIGINT and SIGTERM into :class:`StopSignal` while a child runs, and stops it.
+
+    The handlers go in before the child starts, whatever the parent left them: a script's
+    ``bufcore dashboard &`` starts it with SIGINT ignored, which would leave Streamlit
+    running after ``kill -INT``. A signal that arrives while the child is being started
+    (before there is a child to stop) is held and raised as soon as there is one, so no
+    child is ever left without a parent that knows it
+    (``tests/app/test_launcher.py::test_a_stop_signal_leaves_no_process_of_the_dashboard``).
+    """
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.pending: int | None = None
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        previous = {signum: signal.signal(signum, self._handle) for signum in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.pending = signum
+        if self.process is not None:
+            raise StopSignal(signum)
+
+    def started(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        if self.pending is not None:  # it came while Popen ran
+            raise StopSignal(self.pending)
+
+    def stop_child(self) -> None:
+        """SIGTERM to the child now (a terminal's Ctrl-C may have reached it too; Streamlit
+        takes either), SIGKILL if it is still there after 10 s. Further signals are ignored
+        meanwhile: a second Ctrl-C must not cut the stop short."""
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        if self.process is None:
             return
-        except subprocess.TimeoutExpired:
-            continue
+        for send, wait in ((self.process.terminate, 10.0), (self.process.kill, None)):
+            with contextlib.suppress(ProcessLookupError):
+                send()
+            try:
+                self.process.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
 
 if __name__ == "__main__":

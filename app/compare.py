@@ -1,22 +1,35 @@
 """The Compare page's data: two runs or checkpoints side by side.
 
-Each side is summarised as a :class:`Side` (online trajectory lengths, the expert buffer's
-priorities per motion, the last round's EMD per motion); :func:`align` lines two per-motion
-mappings up on the union of their motion ids and :func:`shared_length_bins` gives two length
-samples the same bins, so overlaid charts compare like with like.
+Either side can show any source under the roots, a path typed under "Open a path", or an earlier
+checkpoint a run kept (:func:`comparable`); B starts on the latest other checkpoint of A's run
+(:func:`latest_other`), so the page never opens on a run compared with itself when there is
+something else to show. Each side is summarised as a :class:`Side` (online trajectory lengths,
+the expert buffer's priorities per motion, the last round's EMD per motion); :func:`align` lines
+two per-motion mappings up on the union of their motion ids and :func:`shared_length_bins`
+gives two length samples the same bins, so overlaid charts compare like with like.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from app.curriculum_history import CurriculumHistory, normalised
 from app.curriculum_view import per_motion
+from app.run_data import REPRIORITIZED_DIR, BufferEntry
+from app.sources import Source
 from app.trajectory_stats import MotionLengths
-from bufcore.inspect import WindowSettings
+from bufcore.inspect import (
+    HISTORY_DIR,
+    RUN_CHECKPOINT,
+    RUN_DIRECTORY,
+    WindowSettings,
+    earlier_checkpoints,
+    owning_run,
+)
 
 
 @dataclass(frozen=True)
@@ -108,3 +121,53 @@ def length_fractions(lengths: np.ndarray, edges: np.ndarray) -> np.ndarray:
     counts, _ = np.histogram(np.asarray(lengths), bins=edges)
     total = counts.sum()
     return counts / total if total else counts.astype(np.float64)
+
+
+def comparable(sources: Sequence[Source], current: Source | None) -> list[Source]:
+    """What either side may show: ``current`` first when it is not among ``sources`` (a
+    typed path), then every source, each run directory followed by the checkpoints it kept
+    (``<run>/checkpoints/step-<step>``), newest first. Only directory names are read."""
+    listed = list(sources)
+    if current is not None and all(s.path != current.path for s in listed):
+        listed.insert(0, current)
+    found: list[Source] = []
+    for source in listed:
+        found.append(source)
+        if source.kind == RUN_DIRECTORY:
+            found += [
+                Source(path, RUN_CHECKPOINT, f"{source.label}/{HISTORY_DIR}/{path.name}")
+                for _, path in reversed(earlier_checkpoints(source.path))
+            ]
+    return list({source.path: source for source in found}.values())
+
+
+def _run_of(source: Source) -> Path:
+    return owning_run(source.path) or source.path
+
+
+def latest_other(choices: Sequence[Source], a: int) -> int | None:
+    """Index of the latest checkpoint of the run of ``choices[a]`` other than itself: the run's
+    newest kept checkpoint when A is the run (whose ``checkpoint/`` is its latest), the run
+    itself when A is one it kept. None when the run has no other (or A is no run's).
+
+    Raises:
+        IndexError: ``a`` is not an index of ``choices``.
+    """
+    run = _run_of(choices[a])
+    family = [i for i, source in enumerate(choices) if i != a and _run_of(source) == run]
+    # comparable() lists a run, then its kept checkpoints newest first; a kept checkpoint
+    # listed before its run (typed) is older than the run's own.
+    family.sort(key=lambda i: (choices[i].path != run, -_step(choices[i])))
+    return family[0] if family else None
+
+
+def _step(source: Source) -> int:
+    name = source.path.name
+    return int(name.removeprefix("step-")) if owning_run(source.path) is not None else 0
+
+
+def newest_save(experts: Sequence[BufferEntry]) -> int | None:
+    """Index of the expert buffer saved last from the Curriculum page (``reprioritized/...``,
+    by the time its directory was written), or None when there is none."""
+    saved = [i for i, e in enumerate(experts) if e.name.startswith(f"{REPRIORITIZED_DIR}/")]
+    return max(saved, key=lambda i: experts[i].path.stat().st_mtime_ns) if saved else None

@@ -35,6 +35,7 @@ from bufcore.inspect import (
     RunCheckpointSummary,
     TrainStatusSummary,
     buffer_dirs,
+    owning_run,
     source_kind,
     summarize_checkpoint,
     summarize_metrics,
@@ -142,8 +143,12 @@ def checkpoint_dir(path: Path) -> Path | None:
 def save_base(source: Path, kind: str) -> Path:
     """The run directory re-prioritized checkpoints go under: the source itself, or for a run
     checkpoint its parent (never inside ``checkpoint/``: a run's next save would refuse to
-    replace a checkpoint directory holding anything else)."""
-    return source.parent if kind == RUN_CHECKPOINT else source
+    replace a checkpoint directory holding anything else), or for a run's earlier checkpoint
+    (``RUN/checkpoints/step-<step>``) the run."""
+    if kind != RUN_CHECKPOINT:
+        return source
+    run = owning_run(source)
+    return source.parent if run is None else run
 
 
 def read_source(path: Path, *, roots: Sequence[Path]) -> SourceData:

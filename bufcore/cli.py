@@ -41,6 +41,7 @@ DEMO_EXAMPLE = """\
 examples:
   bufcore demo --out runs/demo                 # about 5 s on 2 cores
   bufcore demo --out runs/demo --live          # paced to last ~5 minutes, for a dashboard
+  bufcore demo --out runs/demo --live --dashboard 8501   # what make demo runs
   bufcore demo --out runs/try --seed 3 --mode bin --steps 3000
 """
 
@@ -112,7 +113,7 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
         description="Run a small curriculum-learning loop in the shape of BFM-Zero's, built only "
         "from bufcore: expert motions, parallel tracking envs writing a [time, env] buffer, a z "
         "buffer, TD-EMA weighted value learning and EMD prioritisation. Writes metrics.jsonl, "
-        "motions/ and checkpoint/ into --out.",
+        "motions/, checkpoint/ and checkpoints/ (the earlier checkpoints) into --out.",
         epilog=DEMO_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -143,13 +144,20 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
     curriculum.add_argument("--scale", type=_number, default=defaults.scale,
                             help=f"multiplier after clamping (default {defaults.scale})")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.add_argument("--dashboard", type=_count, nargs="?", const=DASHBOARD_PORT, default=None,
+                      metavar="PORT",
+                      help=f"also serve the dashboard on the run, on 127.0.0.1:PORT (default "
+                      f"{DASHBOARD_PORT}), from its first checkpoint on; stopping either stops "
+                      "both. A previous demo run in --out is cleared first, or moved aside to "
+                      "OUT.<date>-<time> when it holds checkpoints saved from the dashboard "
+                      "(what make demo runs)")
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from bufcore.runs.demo import DemoOptions, run_demo
-    from bufcore.runs.demo.progress import Progress
+def demo_options(args: argparse.Namespace) -> DemoOptions:
+    """The run's options from ``bufcore demo``'s arguments."""
+    from bufcore.runs.demo import DemoOptions
 
-    options = DemoOptions(
+    return DemoOptions(
         seed=args.seed,
         steps=args.steps,
         motions=args.motions,
@@ -162,6 +170,30 @@ def _demo(args: argparse.Namespace) -> int:
         scale=args.scale,
         live_seconds=args.live,
     )
+
+
+def demo_arguments(out: Path, options: DemoOptions) -> list[str]:
+    """``bufcore demo`` arguments that run ``options`` into ``out`` quietly (the run that
+    ``--dashboard`` starts as a child)."""
+    flags = {"--seed": options.seed, "--steps": options.steps, "--motions": options.motions,
+             "--envs": options.envs, "--capacity": options.capacity,
+             "--eval-every": options.eval_every, "--mode": options.mode,
+             "--min-val": options.min_val, "--max-val": options.max_val,
+             "--scale": options.scale}
+    if options.live_seconds is not None:
+        flags["--live"] = options.live_seconds
+    # str() of a float reads back as the same float.
+    return ["demo", "--out", str(out), "--quiet",
+            *(part for flag, value in flags.items() for part in (flag, str(value)))]
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from bufcore.runs.demo import run_demo
+    from bufcore.runs.demo.progress import Progress
+
+    options = demo_options(args)
+    if args.dashboard is not None:
+        return _demo_with_dashboard(args.out, options, args.dashboard)
     started = time.monotonic()
     progress = None if args.quiet else Progress(options.steps)
     try:
@@ -173,6 +205,24 @@ def _demo(args: argparse.Namespace) -> int:
     _report(result, options, time.monotonic() - started)
     sys.stdout.flush()  # a closed stdout fails here, where main reports it, not at exit
     return 0
+
+
+def _demo_with_dashboard(out: Path, options: DemoOptions, port: int) -> int:
+    """The run as a child process and the dashboard on it (:func:`serve`)."""
+    from bufcore.runs.demo.serve import serve
+
+    repo = repository_root()
+    problem = dashboard_problem(repo)
+    if problem is not None:
+        raise OSError(problem)
+    cwd = Path.cwd()
+    run_dir = out if out.is_absolute() else cwd / out
+    # The parent is a root too: earlier demo runs moved aside there stay comparable.
+    dashboard = dashboard_command([run_dir], [run_dir.parent], port, python=sys.executable,
+                                  cwd=cwd)
+    run = [sys.executable, "-m", "bufcore.cli", *demo_arguments(run_dir, options)]
+    sys.stdout.flush()
+    return serve(run_dir, run, dashboard, env=_launch_environment(repo), cwd=repo)
 
 
 def _report(result: DemoResult, options: DemoOptions, seconds: float) -> None:
@@ -286,12 +336,16 @@ def _dashboard(args: argparse.Namespace) -> int:
             raise NotADirectoryError(f"{path}: no such directory")
     command = dashboard_command(args.runs, args.root, args.port, python=sys.executable,
                                 cwd=Path.cwd())
-    path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(repo), path)))}
     sys.stdout.flush()
     sys.stderr.flush()
-    replace_process(command, repo, env)
+    replace_process(command, repo, _launch_environment(repo))
     return 0  # not reached: the launcher took over this process
+
+
+def _launch_environment(repo: Path) -> dict[str, str]:
+    """This environment with ``repo`` first on ``PYTHONPATH`` (the launcher imports ``app``)."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(repo), path)))}
 
 
 def replace_process(command: list[str], cwd: Path, env: dict[str, str]) -> None:

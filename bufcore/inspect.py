@@ -23,9 +23,10 @@ tool that looks inside bufcore's files never reaches into a private module:
   :func:`clip_fractions` (the fractions of weights any beta and clip bounds clip, from the
   quantiles ``TDWeighting(quantiles=...)`` logs).
 - The names of a run directory's files (:data:`METRICS_FILE`, :data:`CHECKPOINT_DIR`,
-  :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`, :data:`TRAIN_STATUS`),
-  :func:`format_key_path` and
-  :func:`human_bytes` for display, and :data:`PRIORITY_MODES`.
+  :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`, :data:`TRAIN_STATUS`,
+  :data:`HISTORY_DIR`), :func:`earlier_checkpoints` (a run's kept checkpoints) and
+  :func:`owning_run`, :func:`format_key_path` and :func:`human_bytes` for display, and
+  :data:`PRIORITY_MODES`.
 
 Each buffer's saved config is parsed by its class's one parser; files are read by
 :mod:`bufcore.persist` alone. The buffer classes and loaders themselves are in :mod:`bufcore`.
@@ -39,9 +40,12 @@ from bufcore.persist.checkpoint import CONFIG as CONFIG_FILE
 from bufcore.persist.run_checkpoint import BUFFERS as BUFFERS_DIR
 from bufcore.persist.run_checkpoint import (
     CHECKPOINT_DIR,
+    HISTORY_DIR,
     METRICS_FILE,
     RUN_STATE,
     TRAIN_STATUS,
+    earlier_checkpoints,
+    owning_run,
     read_run_state,
 )
 from bufcore.runs.leaf_read import read_leaf
@@ -92,6 +96,7 @@ __all__ = [
     "BUFFER_CHECKPOINT",
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
+    "HISTORY_DIR",
     "METRICS_FILE",
     "PRIORITY_MODES",
     "RUN_CHECKPOINT",
@@ -114,11 +119,13 @@ __all__ = [
     "WindowSettings",
     "buffer_dirs",
     "clip_fractions",
+    "earlier_checkpoints",
     "format_key_path",
     "human_bytes",
     "inspect_path",
     "is_buffer_checkpoint",
     "options_from_state",
+    "owning_run",
     "read_leaf",
     "read_run_state",
     "render",

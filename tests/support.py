@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import time
@@ -80,24 +81,56 @@ TINY_DEMO = DemoOptions(
 )
 
 
-def interrupt_once_serving(process: subprocess.Popen[str], port: int) -> tuple[str, str]:
-    """Wait (up to 60 s) until the dashboard ``process`` answers its health check on
-    ``port``, press Ctrl-C (SIGINT), and return its stdout and stderr; it is killed if it
-    outlives the test."""
+def wait_until_serving(process: subprocess.Popen[str], port: int) -> None:
+    """Wait (up to 60 s) until a dashboard answers its health check on ``port``.
+
+    Raises:
+        OSError: it did not, or ``process`` exited first.
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as reply:
+                assert reply.read() == b"ok"
+            return
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise
+            time.sleep(0.3)
+
+
+def interrupt_once_serving(
+    process: subprocess.Popen[str],
+    port: int,
+    *,
+    signum: int = signal.SIGINT,
+    pid: int | None = None,
+) -> tuple[str, str]:
+    """Wait until the dashboard ``process`` serves on ``port``, send ``signum`` (Ctrl-C's
+    SIGINT by default) to it (or to ``pid``, a process it started), and return its stdout and
+    stderr; it is killed if it outlives the test."""
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as reply:
-                    assert reply.read() == b"ok"
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.3)
-        process.send_signal(signal.SIGINT)
+        wait_until_serving(process, port)
+        os.kill(process.pid if pid is None else pid, signum)
         return process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def session_members(session: int) -> list[str]:
+    """The command lines of the processes (zombies left out) in session ``session`` (Linux's
+    /proc): what a stopped dashboard must not leave behind."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # it ended meanwhile
+        if int(fields[3]) == session and fields[0] != "Z":
+            found.append(f"{entry.name}: {command}")
+    return found

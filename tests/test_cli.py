@@ -44,7 +44,7 @@ def test_demo_writes_a_run_and_reports_the_curriculum_with_progress_on_stderr(
     assert lines[1].startswith("mean EMD per round: ")
     assert lines[-1] == f"next: bufcore inspect {tmp_path / 'run'}"
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
-        "checkpoint", "metrics.jsonl", "motions"
+        "checkpoint", "checkpoints", "metrics.jsonl", "motions"
     ]
     assert len(load_buffer(tmp_path / "run" / "checkpoint" / "buffers" / "train")) == 30
 

@@ -16,6 +16,8 @@ renames with ``renameat2(RENAME_NOREPLACE)`` instead, or where the system lacks 
 name with ``mkdir`` first; either way the kernel decides in one step, so of two such writers one
 wins and the other gets ``FileExistsError``.
 
+:func:`move_aside` renames a directory out of the way with the same create-only rename.
+
 The parent directory is fsynced afterwards, so the rename survives a crash. A writer killed
 halfway leaves its staging entry behind; the next publish of the same name removes the entries
 whose process is gone.
@@ -335,3 +337,28 @@ def _keep_if_changed(
         RuntimeWarning,
         stacklevel=4,
     )
+
+
+def move_aside(path: str | os.PathLike[str], suffix: str) -> Path:
+    """Rename ``path`` to ``<name>.<suffix>`` beside it (``-2``, ``-3``, ... while that is
+    taken), never over anything (the same atomic create-only rename as ``replace=False``).
+
+    Returns:
+        The new path.
+
+    Raises:
+        FileNotFoundError: nothing is at ``path``.
+        FileExistsError: the first 100 such names are all taken.
+    """
+    source = Path(path)
+    if not os.path.lexists(source):
+        raise FileNotFoundError(f"path: {source} does not exist")
+    for attempt in range(1, 101):
+        aside = source.with_name(f"{source.name}.{suffix}" + (f"-{attempt}" if attempt > 1 else ""))
+        try:
+            _put_new(source, aside)
+        except FileExistsError:
+            continue
+        fsync_path(source.parent, directory=True)
+        return aside
+    raise FileExistsError(f"path: {source}.{suffix} and 99 more names beside it are taken")

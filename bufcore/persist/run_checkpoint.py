@@ -9,6 +9,11 @@ Layout (DESIGN §3 "Runs"), BFM-Zero's ``checkpoint/`` with the run state beside
     │   └── z/
     └── run.json      {"format": "bufcore-run-checkpoint", "version": 1, "step": ..., ...}
 
+A run that keeps its earlier checkpoints puts each under ``RUN/checkpoints/step-<step>/`` (six
+digits or more, so names sort by step) with :func:`keep_run_checkpoint`, which hard-links the
+files rather than writing them again; :func:`earlier_checkpoints` lists them and
+:func:`owning_run` names the run of one.
+
 The whole directory is staged and swapped in with one rename (:mod:`bufcore.persist.atomic`),
 so a reader sees the previous checkpoint or the new one, never buffers from one save and run
 state from another. What ``run.json`` holds beyond ``format`` and ``version`` is the run's
@@ -22,10 +27,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from bufcore.checks import check_int
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.atomic import publish_directory
 from bufcore.persist.checkpoint.format import parse_json, replaceable_checkpoint
@@ -41,6 +49,9 @@ RUN_STATE = "run.json"
 BUFFERS = "buffers"
 # BFM-Zero's own record of its checkpoint's moment, beside its buffers: {"time": <env steps>}.
 TRAIN_STATUS = "train_status.json"
+# Earlier checkpoints a run keeps, RUN/checkpoints/step-000450/ (see keep_run_checkpoint).
+HISTORY_DIR = "checkpoints"
+_KEPT = re.compile(r"step-(?P<step>[0-9]{6,})")
 
 
 def save_run_checkpoint(
@@ -147,3 +158,80 @@ def read_train_status(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     with CheckpointSnapshot(Path(path)) as snapshot:
         return parse_json(snapshot.read(TRAIN_STATUS), snapshot.path / TRAIN_STATUS)
+def kept_name(step: int) -> str:
+    """``step-000450``: the name under ``RUN/checkpoints/`` of the checkpoint taken at ``step``.
+
+    Raises:
+        ValueError: ``step`` is negative.
+        TypeError: ``step`` is not an int.
+    """
+    return f"step-{check_int(step, 'step', minimum=0):06d}"
+
+
+def keep_run_checkpoint(
+    path: str | os.PathLike[str], destination: str | os.PathLike[str]
+) -> None:
+    """Publish a copy of the run checkpoint at ``path`` as ``destination`` (create-only).
+
+    The files are hard links: bufcore never edits a published file (a save replaces the
+    directory), so the copy costs neither time nor space until ``path`` is saved over, and
+    then keeps the old files alive. Where the file system has no hard links they are copied
+    (``tests/persist/test_run_checkpoint.py::
+    test_a_kept_checkpoint_is_copied_where_the_file_system_has_no_hard_links``).
+    Nobody may save to ``path`` meanwhile (the demo keeps its own checkpoint before it saves
+    the next one).
+
+    Raises:
+        FileNotFoundError: ``path`` holds no ``run.json``.
+        FileExistsError: anything is at ``destination``, or ``path`` is not a run checkpoint
+            (a directory holding anything else).
+    """
+    source = Path(path)
+    if not (source / RUN_STATE).is_file():
+        raise FileNotFoundError(f"path: {source} holds no {RUN_STATE}; not a run checkpoint")
+    if not replaceable_run_checkpoint(source):
+        raise FileExistsError(f"path: {source} holds more than a run checkpoint")
+
+    def write(staging: Path) -> None:
+        try:
+            shutil.copytree(source, staging, symlinks=True, copy_function=os.link,
+                            dirs_exist_ok=True)
+        except OSError:
+            # No hard links here (FAT, some network file systems): copy instead, into an
+            # empty staging directory (copying over a link would write into the original).
+            shutil.rmtree(staging)
+            shutil.copytree(source, staging, symlinks=True, copy_function=_copy_durably)
+
+    publish_directory(destination, write, replaceable=lambda _: False,
+                      kind="kept run checkpoint", replace=False)
+
+
+def _copy_durably(source: str, destination: str) -> None:
+    shutil.copy2(source, destination)
+    fsync_path(Path(destination))
+
+
+def earlier_checkpoints(run_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """``(step, directory)`` of each checkpoint kept under ``run_dir/checkpoints/``, by step.
+
+    Only names are looked at (nothing is read); entries that are not ``step-<digits>``
+    directories (symbolic links included) are left out.
+    """
+    folder = Path(run_dir) / HISTORY_DIR
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    kept = []
+    for entry in folder.iterdir():
+        match = _KEPT.fullmatch(entry.name)
+        if match and not entry.is_symlink() and entry.is_dir():
+            kept.append((int(match["step"]), entry))
+    return sorted(kept)
+
+
+def owning_run(checkpoint: str | os.PathLike[str]) -> Path | None:
+    """The run directory that keeps ``checkpoint`` among its earlier checkpoints (it is
+    ``RUN/checkpoints/step-<step>``), or None. Only the path's names are looked at."""
+    path = Path(checkpoint)
+    if _KEPT.fullmatch(path.name) and path.parent.name == HISTORY_DIR:
+        return path.parent.parent
+    return None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +14,7 @@ import pytest
 
 import app.__main__ as launcher
 from app.sources import ROOTS_ENV, RUNS_ENV, DashboardConfig
-from tests.support import interrupt_once_serving
+from tests.support import interrupt_once_serving, session_members
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -117,3 +119,39 @@ def test_the_dashboard_serves_on_its_port_and_ctrl_c_stops_it_with_exit_130(
     assert out.splitlines()[0] == f"bufcore dashboard: http://127.0.0.1:{port}/  (Ctrl-C stops it)"
     assert err.splitlines()[-1] == "python -m app: stopped"
     assert "Traceback" not in err
+
+
+# `bufcore dashboard` as a script starts it in the background (`cmd &`): the shell starts the
+# job with SIGINT ignored, so only a handler the launcher installs itself sees `kill -INT`.
+SCRIPT = '"$@" & echo $!; wait $!'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("how", "signum"),
+    [("script", signal.SIGTERM), ("script", signal.SIGINT), ("supervisor", signal.SIGTERM)],
+    ids=["kill-from-a-script", "kill-INT-from-a-script", "SIGTERM-from-a-supervisor"],
+)
+def test_a_stop_signal_leaves_no_process_of_the_dashboard(
+    demo_run: Path, how: str, signum: int
+) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "bufcore.cli", "dashboard", str(demo_run),
+               "--port", str(port)]
+    if how == "script":
+        command = ["sh", "-c", SCRIPT, "sh", *command]
+    # A session of its own: every process it starts is found by session id afterwards.
+    process = subprocess.Popen(
+        command, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        dashboard = int(process.stdout.readline()) if how == "script" else process.pid
+        _, err = interrupt_once_serving(process, port, signum=signum, pid=dashboard)
+        assert process.returncode == 128 + signum
+        assert err.splitlines()[-1] == "python -m app: stopped"
+        assert session_members(process.pid) == []
+    finally:  # whatever failed, leave no dashboard behind
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)

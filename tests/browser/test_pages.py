@@ -142,3 +142,14 @@ def test_every_page_opens_a_bfm_zero_work_directory(
             assert BFM_ZERO_LACKS[path] in text.replace("\n", " ")
     finally:
         context.close()
+def test_compare_opens_on_the_run_against_its_latest_earlier_checkpoint(
+    page: Any, dashboard_url: str
+) -> None:
+    page.goto(dashboard_url + "compare")
+    settle(page)
+    screenshot(page, "compare-default")
+    assert page.locator(EXCEPTION).count() == 0
+    b = page.locator('[data-testid="stSelectbox"]').filter(has_text="B: run or checkpoint")
+    assert b.locator("input").input_value() == "demo/checkpoints/step-000030"
+    assert page.get_by_text("checkpoint at step 30, round 1").count() == 1
+    assert page.get_by_text("A and B are the same").count() == 0

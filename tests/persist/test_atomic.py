@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from bufcore.persist import atomic
-from bufcore.persist.atomic import publish_directory, publish_file, remove_stale_staging
+from bufcore.persist.atomic import (
+    move_aside,
+    publish_directory,
+    publish_file,
+    remove_stale_staging,
+)
 
 
 class Refused(Exception):
@@ -196,3 +201,28 @@ def test_an_error_checking_the_replaced_directory_never_swaps_it_back_into_place
     with pytest.raises(FileNotFoundError, match="vanished while checked"):
         publish_directory(target, lambda d: (d / "new").write_text("1"), replaceable=replaceable)
     assert [p.name for p in target.iterdir()] == ["new"]
+
+
+def test_move_aside_renames_to_the_suffixed_name(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes").write_text("mine")
+    aside = move_aside(tmp_path / "run", "old")
+    assert aside == tmp_path / "run.old"
+    assert not (tmp_path / "run").exists()
+    assert (aside / "notes").read_text() == "mine"
+
+
+def test_move_aside_takes_the_next_free_name_and_never_replaces_one(tmp_path: Path) -> None:
+    for name in ("run", "run.old", "run.old-2"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "run.old-2" / "keep").write_text("theirs")
+    (tmp_path / "run.old").rmdir()
+    (tmp_path / "run.old").write_text("a file")
+    assert move_aside(tmp_path / "run", "old") == tmp_path / "run.old-3"
+    assert (tmp_path / "run.old").read_text() == "a file"
+    assert (tmp_path / "run.old-2" / "keep").read_text() == "theirs"
+
+
+def test_move_aside_of_nothing_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="missing"):
+        move_aside(tmp_path / "missing", "old")

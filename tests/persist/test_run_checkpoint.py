@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,9 @@ from bufcore import DictBuffer, ZBuffer, load_buffer
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.run_checkpoint import (
     RUN_FORMAT,
+    earlier_checkpoints,
+    keep_run_checkpoint,
+    kept_name,
     read_run_state,
     replaceable_run_checkpoint,
     save_run_checkpoint,
@@ -82,3 +86,87 @@ def test_run_state_of_another_format_is_a_corrupt_checkpoint(tmp_path: Path) -> 
     (tmp_path / "run.json").write_text('{"format": "other", "version": 1}')
     with pytest.raises(CorruptCheckpointError, match="'format'"):
         read_run_state(tmp_path)
+
+
+def test_a_kept_checkpoint_links_the_files_and_survives_the_next_save(tmp_path: Path) -> None:
+    save(tmp_path / "checkpoint", 5)
+    keep_run_checkpoint(tmp_path / "checkpoint", tmp_path / "checkpoints" / kept_name(5))
+    kept = tmp_path / "checkpoints" / "step-000005"
+    payload = Path("buffers", "train", "buffer.hdf5")
+    assert (kept / payload).stat().st_ino == (tmp_path / "checkpoint" / payload).stat().st_ino
+    save(tmp_path / "checkpoint", 9)
+    assert read_run_state(kept)["step"] == 5
+    assert read_run_state(tmp_path / "checkpoint")["step"] == 9
+    assert len(load_buffer(kept / "buffers" / "train")) == 2
+
+
+def test_a_kept_checkpoint_is_copied_where_the_file_system_has_no_hard_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save(tmp_path / "checkpoint", 5)
+
+    def no_links(source: str, destination: str) -> None:
+        raise PermissionError(1, "Operation not permitted", source)
+
+    monkeypatch.setattr(os, "link", no_links)
+    keep_run_checkpoint(tmp_path / "checkpoint", tmp_path / "kept")
+    payload = Path("buffers", "train", "buffer.hdf5")
+    assert (tmp_path / "kept" / payload).stat().st_ino != (
+        tmp_path / "checkpoint" / payload
+    ).stat().st_ino
+    assert read_run_state(tmp_path / "kept")["step"] == 5
+    assert len(load_buffer(tmp_path / "kept" / "buffers" / "train")) == 2
+
+
+def test_keeping_a_checkpoint_never_replaces_what_is_at_the_destination(tmp_path: Path) -> None:
+    save(tmp_path / "checkpoint", 5)
+    save(tmp_path / "kept", 1)
+    with pytest.raises(FileExistsError, match="replace=False"):
+        keep_run_checkpoint(tmp_path / "checkpoint", tmp_path / "kept")
+    assert read_run_state(tmp_path / "kept")["step"] == 1
+
+
+@pytest.mark.parametrize("what", ["missing", "no run.json", "other files"])
+def test_keeping_what_is_not_a_run_checkpoint_is_refused(tmp_path: Path, what: str) -> None:
+    source = tmp_path / "checkpoint"
+    if what != "missing":
+        save(source, 5)
+        if what == "no run.json":
+            (source / "run.json").unlink()
+        else:
+            (source / "notes.txt").write_text("mine")
+    error = FileExistsError if what == "other files" else FileNotFoundError
+    with pytest.raises(error, match="checkpoint"):
+        keep_run_checkpoint(source, tmp_path / "kept")
+    assert not (tmp_path / "kept").exists()
+
+
+def test_earlier_checkpoints_are_listed_by_step_from_their_names_alone(tmp_path: Path) -> None:
+    history = tmp_path / "checkpoints"
+    for name in ("step-000450", "step-000012", "step-1000000", "step-12", "notes", ".step-000001"):
+        (history / name).mkdir(parents=True)
+    (history / "step-000020").write_text("a file")
+    (history / "step-000030").symlink_to(history / "step-000450")
+    assert earlier_checkpoints(tmp_path) == [
+        (12, history / "step-000012"),
+        (450, history / "step-000450"),
+        (1_000_000, history / "step-1000000"),
+    ]
+
+
+@pytest.mark.parametrize("how", ["missing", "a file", "a link"])
+def test_a_run_without_a_checkpoints_directory_has_no_earlier_checkpoints(
+    tmp_path: Path, how: str
+) -> None:
+    if how == "a file":
+        (tmp_path / "checkpoints").write_text("x")
+    elif how == "a link":
+        (tmp_path / "elsewhere" / "step-000001").mkdir(parents=True)
+        (tmp_path / "checkpoints").symlink_to(tmp_path / "elsewhere")
+    assert earlier_checkpoints(tmp_path) == []
+
+
+@pytest.mark.parametrize("step", [-1, 1.5, True])
+def test_a_kept_name_needs_a_step_that_is_an_int_from_zero(step: object) -> None:
+    with pytest.raises((TypeError, ValueError), match="step"):
+        kept_name(step)  # type: ignore[arg-type]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
-from setuptools import find_namespace_packages
-from setuptools.config.pyprojecttoml import read_configuration
+from setuptools import Distribution, find_namespace_packages
+from setuptools.config.pyprojecttoml import apply_configuration, read_configuration
 
 import bufcore
 
@@ -38,3 +39,10 @@ def test_import_bufcore_loads_no_torch_so_the_command_answers_ctrl_c_at_once() -
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             timeout=120, cwd=ROOT)
     assert (result.returncode, result.stdout) == (0, "False\n"), result.stderr
+def test_setuptools_reads_the_project_table_without_a_warning() -> None:
+    # A `license = {text = ...}` table printed a SetuptoolsDeprecationWarning per build step.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        distribution = apply_configuration(Distribution(), ROOT / "pyproject.toml")
+    assert [str(w.message) for w in caught] == []
+    assert distribution.metadata.license_expression == "Apache-2.0"

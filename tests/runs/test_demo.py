@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bufcore import TrajectoryDictBuffer, TrajectoryDictBufferMultiDim, ZBuffer, load_buffer
-from bufcore.persist.run_checkpoint import read_run_state
+from bufcore.persist.run_checkpoint import earlier_checkpoints, read_run_state
 from bufcore.runs.demo import DemoOptions, DemoResult, run_demo
 from bufcore.runs.demo.progress import Progress
 from tests.support import TINY_DEMO
@@ -417,3 +417,48 @@ def test_run_state_holds_the_agent_weights(small_run: DemoResult) -> None:
     assert torch.tensor(agent["policy"]["weight"]).shape == (z_dim + dim + 1, dim)
     assert torch.tensor(agent["value"]["weight"]).shape == (2 * dim + z_dim + 1,)
     assert torch.tensor(agent["policy"]["weight"]).abs().sum() > 0  # it learned something
+
+
+def checkpoint_steps(run: Path) -> list[int]:
+    return [r["step"] for r in records(run) if r["kind"] == "checkpoint"]
+
+
+def test_the_first_checkpoint_follows_the_first_update_then_one_per_round(
+    tmp_path: Path,
+) -> None:
+    # seq_length 8 and update_every 4 (the defaults): the first update is at step 12, which a
+    # default --live run (1500 steps in 300 s) reaches 2.4 s after it starts.
+    run_demo(tmp_path / "run", TINY)
+    assert checkpoint_steps(tmp_path / "run") == [12, 30, 60]
+
+
+@pytest.mark.parametrize(("eval_every", "expected"), [(12, [12, 24, 36]), (5, [5, 10, 15])])
+def test_a_round_at_or_before_the_first_update_is_the_early_checkpoint_and_saves_once(
+    tmp_path: Path, eval_every: int, expected: list[int]
+) -> None:
+    options = DemoOptions(**{**TINY.to_json(), "steps": expected[-1], "eval_every": eval_every})
+    run_demo(tmp_path / "run", options)
+    assert checkpoint_steps(tmp_path / "run") == expected
+
+
+def test_checkpoint_every_spaces_the_rounds_that_checkpoint(tmp_path: Path) -> None:
+    options = DemoOptions(**{**TINY.to_json(), "steps": 90, "eval_every": 15,
+                             "checkpoint_every": 2})
+    run_demo(tmp_path / "run", options)
+    assert checkpoint_steps(tmp_path / "run") == [12, 30, 60, 90]
+
+
+def test_each_replaced_checkpoint_is_kept_under_checkpoints_by_its_step(tmp_path: Path) -> None:
+    run_demo(tmp_path / "run", TINY)
+    kept = earlier_checkpoints(tmp_path / "run")
+    assert [step for step, _ in kept] == [12, 30]
+    for step, path in kept:
+        assert read_run_state(path)["step"] == step
+        assert len(load_buffer(path / "buffers" / "train")) == min(step, TINY.capacity)
+    assert read_run_state(tmp_path / "run" / "checkpoint")["step"] == TINY.steps
+
+
+def test_a_run_into_a_previous_demo_run_keeps_none_of_its_checkpoints(tmp_path: Path) -> None:
+    run_demo(tmp_path / "run", TINY)
+    run_demo(tmp_path / "run", DemoOptions(**{**TINY.to_json(), "steps": 20}))
+    assert [step for step, _ in earlier_checkpoints(tmp_path / "run")] == [12]

@@ -10,6 +10,7 @@ import pytest
 from bufcore import RunLogger, ZBuffer
 from bufcore.persist.run_checkpoint import save_run_checkpoint
 from bufcore.runs.demo import DemoOptions, run_demo
+from bufcore.runs.demo.rundir import start_fresh
 from tests.support import TINY_DEMO
 
 TINY = TINY_DEMO
@@ -52,6 +53,16 @@ def _your_runs_checkpoint(run: Path) -> None:
     save_run_checkpoint(run / "checkpoint", buffers={"z": buffer.save}, state={"step": 3})
 
 
+def _foreign_history(run: Path) -> None:
+    (run / "checkpoints" / "best").mkdir(parents=True)
+
+
+def _history_of_your_run(run: Path) -> None:
+    buffer = ZBuffer(2, 1)
+    save_run_checkpoint(run / "checkpoints" / "step-000010", buffers={"z": buffer.save},
+                        state={"step": 10})
+
+
 def _metrics_link(run: Path) -> None:
     elsewhere = run.parent / f"{run.name}-elsewhere.jsonl"
     elsewhere.write_text("mine")
@@ -68,10 +79,13 @@ def _metrics_link(run: Path) -> None:
         (_metrics_link, "metrics.jsonl"),
         (_your_runs_log, "metrics.jsonl"),
         (_your_runs_checkpoint, "checkpoint"),
+        (_foreign_history, "checkpoints"),
+        (_history_of_your_run, "checkpoints"),
     ],
     ids=["checkpoint-not-a-run-checkpoint", "metrics-a-directory", "motions-with-other-files",
          "motions-a-file", "metrics-a-link", "metrics-of-another-run",
-         "run-checkpoint-of-another-run"],
+         "run-checkpoint-of-another-run", "checkpoints-with-other-entries",
+         "checkpoints-of-another-run"],
 )
 def test_a_demo_entry_holding_something_else_is_refused_before_anything_is_written(
     tmp_path: Path, make: Callable[[Path], None], entry: str
@@ -131,3 +145,39 @@ def test_an_empty_log_left_by_a_run_stopped_at_once_is_replaced(tmp_path: Path) 
     (tmp_path / "metrics.jsonl").write_bytes(b"")
     run_demo(tmp_path, TINY)
     assert (tmp_path / "metrics.jsonl").stat().st_size > 0
+
+
+def test_start_fresh_on_a_missing_directory_moves_nothing(tmp_path: Path) -> None:
+    assert start_fresh(tmp_path / "run") is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_start_fresh_empties_a_previous_demo_run(tmp_path: Path) -> None:
+    run_demo(tmp_path / "run", TINY)
+    assert start_fresh(tmp_path / "run") is None
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+    assert list((tmp_path / "run").iterdir()) == []
+
+
+def test_start_fresh_moves_a_run_holding_dashboard_saves_aside_with_them(tmp_path: Path) -> None:
+    run_demo(tmp_path / "run", TINY)
+    saved = tmp_path / "run" / "reprioritized" / "expert-exp-1"
+    saved.mkdir(parents=True)
+    before = tree(tmp_path / "run")
+    aside = start_fresh(tmp_path / "run")
+    assert aside is not None and aside.parent == tmp_path
+    assert aside.name.startswith("run.") and not (tmp_path / "run").exists()
+    assert tree(aside) == before
+    run_demo(tmp_path / "run", TINY)  # the name is free for the new run
+
+
+@pytest.mark.parametrize("make", [_foreign_checkpoint, _your_runs_log, _foreign_history])
+def test_start_fresh_refuses_anything_else_and_touches_nothing(
+    tmp_path: Path, make: Callable[[Path], None]
+) -> None:
+    make(tmp_path)
+    (tmp_path / "reprioritized").mkdir()
+    before = tree(tmp_path)
+    with pytest.raises(FileExistsError, match="not what a demo run writes there"):
+        start_fresh(tmp_path)
+    assert tree(tmp_path) == before

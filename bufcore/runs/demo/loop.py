@@ -15,7 +15,11 @@ One run, built only from bufcore:
    and the value function takes a TD step on online windows, weighted by TD-EMA.
 4. Every ``eval_every`` steps: each motion is tracked from its first frame, its EMD to the
    expert frames is measured, and the :class:`~bufcore.Curriculum` re-prioritises the expert
-   buffer. Every ``checkpoint_every`` rounds (and at the end) the run checkpoint is published.
+   buffer.
+5. The run checkpoint is published right after the first agent update (within seconds of the
+   start, so a dashboard has every buffer to show early), every ``checkpoint_every`` rounds
+   and at the end. Before each save the previous checkpoint is kept under
+   ``checkpoints/step-<step>/`` (hard links, no copy), so earlier moments stay comparable.
 
 Everything is logged to ``metrics.jsonl`` (kinds ``run``, with the plan ``total_steps``,
 ``train``, ``buffer``, ``eval``, ``checkpoint``, and ``end`` once the last step is done; README
@@ -43,7 +47,13 @@ from bufcore.buffers.zbuffer import ZBuffer
 from bufcore.curriculum.curriculum import Curriculum
 from bufcore.curriculum.history import Round
 from bufcore.curriculum.transport import emd
-from bufcore.persist.run_checkpoint import CHECKPOINT_DIR, save_run_checkpoint
+from bufcore.persist.run_checkpoint import (
+    CHECKPOINT_DIR,
+    HISTORY_DIR,
+    keep_run_checkpoint,
+    kept_name,
+    save_run_checkpoint,
+)
 from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy, ValueFunction
 from bufcore.runs.demo.env import MotionBank, TrackingEnvs, track_all
 from bufcore.runs.demo.motions import Motion, make_motions
@@ -54,6 +64,7 @@ from bufcore.runs.demo.rundir import (
     WRITER,
     check_memory,
     check_run_dir,
+    clear_history,
     write_motions,
 )
 from bufcore.runs.demo.zsource import EXPERT, RANDOM, ZSources
@@ -150,6 +161,7 @@ def _run(
     sleep: Callable[[float], None],
 ) -> DemoResult:
     """The run itself, once its directory and options passed (see :func:`run_demo`)."""
+    clear_history(run)
     seeds = _seeds(options.seed)
     motions = make_motions(
         options.motions,
@@ -274,6 +286,8 @@ class _Loop:
         self.bank, self.envs, self.generator = bank, envs, generator
         self.episodes = 0
         self.z_sources = ZSources(zbuffer.capacity)
+        # The step of the checkpoint now at checkpoint/ (None before the first).
+        self.saved_step: int | None = None
 
     def mean_emd(self) -> list[float]:
         """Mean EMD over motions, one per curriculum round so far."""
@@ -291,15 +305,18 @@ class _Loop:
         rows = self.envs.step(self.policy, self.zbuffer)
         self.online.extend(rows.data)
         self.episodes += rows.episodes_done
-        if step % options.update_every == 0 and step > options.seq_length:
+        updated = step % options.update_every == 0 and step > options.seq_length
+        if updated:
             logger.log("train", step, {**self.update(), "reward_mean": rows.reward_mean})
         if step % BUFFER_EVERY == 0 or step == options.steps:
             logger.log("buffer", step, self.buffer_record(step))
+        due = updated and self.saved_step is None  # the first update: checkpoint early
         if step % options.eval_every == 0 or step == options.steps:
             logger.log("eval", step, self.evaluate(step))
             rounds = len(self.curriculum.history)
-            if rounds % options.checkpoint_every == 0 or step == options.steps:
-                logger.log("checkpoint", step, self.checkpoint(step))
+            due = due or rounds % options.checkpoint_every == 0 or step == options.steps
+        if due:
+            logger.log("checkpoint", step, self.checkpoint(step))
 
     def update(self) -> dict[str, Any]:
         """One policy step on expert windows, z into the z buffer, one weighted TD step."""
@@ -387,8 +404,10 @@ class _Loop:
         }
 
     def checkpoint(self, step: int) -> dict[str, Any]:
-        """Publish the run checkpoint; the ``checkpoint`` record."""
+        """Keep the previous run checkpoint, publish this one; the ``checkpoint`` record."""
         path = self.run / CHECKPOINT_DIR
+        if self.saved_step is not None:
+            keep_run_checkpoint(path, self.run / HISTORY_DIR / kept_name(self.saved_step))
         ema = self.weighting.ema
         save_run_checkpoint(
             path,
@@ -409,5 +428,6 @@ class _Loop:
                 },
             },
         )
+        self.saved_step = step
         return {"round": len(self.curriculum.history), "path": CHECKPOINT_DIR,
                 "buffers": ["train", "expert", "z"]}

@@ -31,8 +31,10 @@ class DemoOptions:
         batch_size: Rows per sample (``batch_size // seq_length`` windows).
         update_every: Env steps between agent updates.
         eval_every: Env steps between evaluation rounds (each also updates the curriculum).
-        checkpoint_every: Evaluation rounds between run checkpoints (the last round always
-            checkpoints).
+        checkpoint_every: Evaluation rounds between run checkpoints. The run also checkpoints
+            right after its first agent update (so every buffer has something to show
+            within seconds) and at the end; each checkpoint replaced is kept under
+            ``checkpoints/``.
         mix: Probability that an episode explores with a ``z`` from the z buffer.
         min_val: Curriculum: lower EMD clamp.
         max_val: Curriculum: upper EMD clamp.
@@ -69,7 +71,7 @@ class DemoOptions:
     batch_size: int = 1024
     update_every: int = 4
     eval_every: int = 150
-    checkpoint_every: int = 3
+    checkpoint_every: int = 1
     mix: float = 0.25
     min_val: float = 0.5
     max_val: float = 2.0

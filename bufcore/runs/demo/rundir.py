@@ -1,8 +1,10 @@
 """The demo's run directory: which directories a demo run may write into, and its motion files.
 
-A demo run writes ``metrics.jsonl``, ``motions/`` and ``checkpoint/`` and replaces them when
-they are a previous demo run's. Everything is checked before the first byte is written, so a
-refused directory is left exactly as it was.
+A demo run writes ``metrics.jsonl``, ``motions/``, ``checkpoint/`` and ``checkpoints/`` (its
+earlier checkpoints) and replaces them when they are a previous demo run's. Everything is
+checked before the first byte is written, so a refused directory is left exactly as it was.
+:func:`start_fresh` (``bufcore demo --dashboard``, ``make demo``) clears a previous demo run
+first, moving it aside whole when it holds checkpoints saved from the dashboard.
 """
 
 from __future__ import annotations
@@ -10,16 +12,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
+from collections.abc import Collection
 from pathlib import Path
 
 import torch
 
 from bufcore.errors import CorruptFileError
-from bufcore.persist.atomic import staged_name
+from bufcore.persist.atomic import move_aside, publish_directory, staged_name
 from bufcore.persist.episodes import save_episodes, write_motion_list
 from bufcore.persist.jsonl import read_lines
 from bufcore.persist.run_checkpoint import (
     CHECKPOINT_DIR,
+    HISTORY_DIR,
     METRICS_FILE,
     read_run_state,
     replaceable_run_checkpoint,
@@ -37,14 +42,19 @@ MOTION_LIST = "motions.txt"
 MOTIONS_PER_FILE = 8
 # The names write_motions gives its files (the number grows past three digits if it must).
 _MOTION_FILE = re.compile(r"motions_[0-9]{3,}\.h5")
+# A kept checkpoint (kept_name) or the staging of one that a killed run left behind.
+_KEPT_ENTRY = re.compile(r"step-[0-9]{6,}|\.step-[0-9]{6,}\.staging-[0-9]+-.+")
+# Where the dashboard saves re-prioritized expert checkpoints into a run (app/run_data.py).
+SAVED_DIR = "reprioritized"
 
 
-def check_run_dir(run: Path) -> None:
+def check_run_dir(run: Path, *, also: Collection[str] = ()) -> None:
     """Refuse a directory a demo run would overwrite anything but a previous demo run in.
 
     Only the demo's own names and the staging entries a killed save of them leaves
     (``.checkpoint.staging-<pid>-...``) may be there: hidden entries (``.git/``, ``.env``) are
-    no exception.
+    no exception. ``also`` names further entries to let pass unchecked (:func:`start_fresh`
+    moves a run holding the dashboard's ``reprioritized/`` aside whole).
 
     Raises:
         NotADirectoryError: ``run`` exists and is not a directory.
@@ -54,6 +64,7 @@ def check_run_dir(run: Path) -> None:
             ``metrics.jsonl`` not a regular file or not a demo log, ``motions/`` not a
             directory of motion files and ``motions.txt``, ``checkpoint/`` not a run
             checkpoint or not the demo's (its ``run.json`` lacks ``"writer": "bufcore demo"``),
+            ``checkpoints/`` holding anything but the demo's ``step-<step>/`` checkpoints,
             or a symbolic link in place of any of them.
     """
     if not run.exists():
@@ -62,7 +73,7 @@ def check_run_dir(run: Path) -> None:
         return
     if not run.is_dir():
         raise NotADirectoryError(f"{run}: not a directory")
-    ours = {METRICS_FILE, MOTIONS_DIR, CHECKPOINT_DIR}
+    ours = {METRICS_FILE, MOTIONS_DIR, CHECKPOINT_DIR, HISTORY_DIR, *also}
     # A save killed halfway leaves its staging entry, which the next save removes.
     foreign = sorted(
         e.name for e in run.iterdir() if e.name not in ours and staged_name(e.name) not in ours
@@ -77,6 +88,7 @@ def check_run_dir(run: Path) -> None:
         (METRICS_FILE, _is_demo_log),
         (MOTIONS_DIR, _is_motions_dir),
         (CHECKPOINT_DIR, _is_run_checkpoint),
+        (HISTORY_DIR, _is_history),
     ):
         entry = run / name
         if (entry.is_symlink() or entry.exists()) and not ok(entry):
@@ -122,6 +134,60 @@ def _is_run_checkpoint(path: Path) -> bool:
         return read_run_state(path).get("writer") == WRITER
     except (OSError, CorruptFileError):
         return False
+
+
+def _is_history(path: Path) -> bool:
+    if path.is_symlink() or not path.is_dir():
+        return False
+    return all(
+        _KEPT_ENTRY.fullmatch(e.name) is not None
+        and (e.name.startswith(".") or _is_run_checkpoint(e))
+        for e in path.iterdir()
+    )
+
+
+def _is_previous_run(run: Path) -> bool:
+    try:
+        check_run_dir(run)
+    except OSError:
+        return False
+    return True
+
+
+def clear_history(run: Path) -> None:
+    """Empty a previous demo run's ``checkpoints/`` (its earlier checkpoints are not this run's).
+
+    Call it after :func:`check_run_dir` passed.
+    """
+    if (run / HISTORY_DIR).exists():
+        publish_directory(run / HISTORY_DIR, lambda staging: None, replaceable=_is_history,
+                          kind="demo run's checkpoints/ directory")
+
+
+def start_fresh(run: Path) -> Path | None:
+    """Leave nothing at ``run`` that a new demo run's files could be mistaken for.
+
+    A previous demo run there is removed (a new run would replace it anyway), so whatever
+    appears at ``run`` afterwards is the new run's. One holding re-prioritized checkpoints
+    saved from the dashboard (``reprioritized/``) is moved aside whole instead, to
+    ``RUN.<date>-<time>`` beside it, so those saves stay with the run they were made from.
+
+    Returns:
+        Where the previous run was moved, or None when nothing was moved.
+
+    Raises:
+        FileExistsError, NotADirectoryError: as :func:`check_run_dir`, for a directory
+            holding anything else (nothing is touched).
+    """
+    check_run_dir(run, also=(SAVED_DIR,))
+    if not run.exists():
+        return None
+    if (run / SAVED_DIR).is_symlink() or (run / SAVED_DIR).exists():
+        return move_aside(run, time.strftime("%Y%m%d-%H%M%S"))
+    # Swapped for an empty directory in one rename; the old one is then deleted.
+    publish_directory(run, lambda staging: None, replaceable=_is_previous_run,
+                      kind="previous demo run")
+    return None
 
 
 def write_motions(directory: Path, motions: list[Motion]) -> Path:

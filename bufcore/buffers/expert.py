@@ -34,7 +34,7 @@ from bufcore.buffers.windowed import (
 )
 from bufcore.checks import check_device, check_seed, check_separator, concrete_device
 from bufcore.curriculum.history import preview
-from bufcore.curriculum.priorities import FLOAT32_MAX, real_values
+from bufcore.curriculum.priorities import FLOAT32_MAX
 from bufcore.fields import Field
 from bufcore.rng import make_generator
 from bufcore.sampling.boundaries import find_start_stop_traj
@@ -48,6 +48,7 @@ from bufcore.tree import (
     as_key_path,
     format_key_path,
     key_json,
+    real_values,
     to_tensor,
     unflatten,
 )

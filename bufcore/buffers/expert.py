@@ -103,6 +103,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
     stop_idx: torch.Tensor
     lengths: torch.Tensor
     _sampler: PriorityWindows
+    _windows: PriorityWindows
     _file_names: list[str] | None = None
 
     def __init__(
@@ -169,7 +170,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
         self.motion_ids = [int(v) for v in first_rows.tolist()]
         count = len(lengths)
         uniform = torch.full((count,), 1.0 / count, dtype=torch.float32, device=self.device)
-        self._sampler = PriorityWindows(table, uniform, weighting=weighting)
+        self._sampler = self._windows = PriorityWindows(table, uniform, weighting=weighting)
 
     # ------------------------------------------------------------------ state
     @property

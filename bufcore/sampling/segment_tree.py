@@ -33,6 +33,9 @@ rounding (a target at or beyond the total, REFERENCE §11.4's "target equals tot
 residual that rounds past the node it descends into) would land on a zero leaf, the search
 returns the last positive leaf before it instead: the one the target belongs to.
 
+The ``_``-methods taking numpy arrays skip the checks, for
+:class:`~bufcore.sampling.prioritized.PrioritizedSampler`, which checks its inputs once.
+
 Needed by: ``tests/sampling/test_segment_tree.py`` (the model test, the §11.4 numbers, the
 drift test) and ``python -m bench.prioritized`` (sample + update steps per second).
 """
@@ -182,6 +185,12 @@ class SegmentTree(ABC):
         """
         leaves = check_leaf_index(index, self.capacity)
         return self._shown(self._tree[leaves + self._size])
+
+    def _leaves(self, leaves: np.ndarray) -> np.ndarray:
+        """Stored values at int64 ``leaves`` known to be in range (no checks: the sampler's
+        fast path; any shape)."""
+        stored: np.ndarray = self._tree[leaves + self._size]
+        return stored
 
     def values(self) -> np.ndarray:
         """A copy of every leaf's value, ``[capacity]``."""

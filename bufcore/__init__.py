@@ -1,9 +1,10 @@
 """bufcore: replay buffers for PyTorch RL that you can look inside.
 
 Public surface: the buffer classes and the parts they are composed of (``Buffer``, the
-``Sampler`` protocol), the loaders, the EMD curriculum, the TD-error statistics
-and weights, and the errors bufcore raises on purpose. The subpackages hold the layers (README
-"Development"); POT, which the EMD needs, is imported on the first ``emd`` call, not here.
+``Sampler`` protocol and the samplers, ``PrioritizedSampler`` and its trees), the loaders, the
+EMD curriculum, the TD-error statistics and weights, and the errors bufcore raises on purpose.
+The subpackages hold the layers (README "Development"); POT, which the EMD needs, is imported on
+the first ``emd`` call, not here.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from bufcore.persist.episodes import load_episode_based_h5, save_episodes
 from bufcore.runs.runlog import RunLogger, read_metrics
 from bufcore.sampling.boundaries import find_start_stop_traj
 from bufcore.sampling.index import SampleIndex
+from bufcore.sampling.prioritized import PrioritizedSampler
 from bufcore.sampling.samplers import RingPosition, Sampler, UniformRows, WindowRequest
+from bufcore.sampling.segment_tree import MinTree, SumTree
 from bufcore.stats.td_ema import TDStatsEMA
 from bufcore.stats.td_weighting import TDWeighting, build_weights, compute_td_errors
 
@@ -41,12 +44,15 @@ __all__ = [
     "DictBuffer",
     "KeyPathError",
     "LeafNotLoadedError",
+    "MinTree",
+    "PrioritizedSampler",
     "RingPosition",
     "Round",
     "RunLogger",
     "SampleIndex",
     "Sampler",
     "StateError",
+    "SumTree",
     "TDStatsEMA",
     "TDWeighting",
     "TrajectoryDictBuffer",

@@ -18,7 +18,6 @@ prioritized replay) loads with the buffer's default sampler, unchanged.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -58,7 +57,8 @@ def check_reserved_keys(paths: Iterable[KeyPath]) -> None:
 
 def stamped(index: SampleIndex, storage: RingStorage) -> SampleIndex:
     """``index`` with the write count of each of its rows (on the rows' device)."""
-    return dataclasses.replace(index, writes=_write_counts(index, storage))
+    writes = _write_counts(index, storage)
+    return SampleIndex(index.rows, index.env_count, index.trajectory, index.weights, writes)
 
 
 def _write_counts(index: SampleIndex, storage: RingStorage) -> torch.Tensor:

@@ -69,23 +69,32 @@ def check_leaf_index(index: Any, count: int, argument: str = "index") -> np.ndar
         TypeError: not integers (floats, bools, strings).
         IndexError: an index outside ``[0, count)``.
     """
-    tensor = to_tensor(index, argument)
-    if tensor.numel() == 0:
-        return np.empty(0, dtype=np.int64)  # `[]` has no integer dtype; nothing to check
-    if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
-        raise TypeError(f"{argument}: expected integer indices, got dtype {tensor.dtype}")
-    flat = tensor.detach().reshape(-1).cpu()
-    if flat.dtype == torch.uint64:
-        # torch has no comparisons for uint64; values past int64 are out of range anyway.
-        flat = flat.to(torch.float64)
-    bad = (flat < 0) | (flat >= count)
-    if bool(bad.any()):
-        position = int(bad.nonzero()[0, 0])
+    if isinstance(index, np.ndarray) and index.dtype == np.int64:
+        flat = index.reshape(-1)  # the fast path: what the buffers pass
+    else:
+        tensor = to_tensor(index, argument)
+        if tensor.numel() == 0:
+            return np.empty(0, dtype=np.int64)  # `[]` has no integer dtype; nothing to check
+        if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
+            raise TypeError(f"{argument}: expected integer indices, got dtype {tensor.dtype}")
+        wide = tensor.detach().reshape(-1).cpu()
+        if wide.dtype == torch.uint64:
+            # torch has no comparisons for uint64; values past int64 are out of range anyway.
+            wide = wide.to(torch.float64)
+        if bool(((wide < 0) | (wide >= count)).any()):
+            position = int(((wide < 0) | (wide >= count)).nonzero()[0, 0])
+            raise IndexError(
+                f"{argument}: expected indices in [0, {count}), got {wide[position].item()} at "
+                f"position {position}"
+            )
+        flat = wide.to(torch.int64).numpy()
+    if len(flat) and (flat.min() < 0 or flat.max() >= count):
+        position = int(np.flatnonzero((flat < 0) | (flat >= count))[0])
         raise IndexError(
-            f"{argument}: expected indices in [0, {count}), got {flat[position].item()} at "
-            f"position {position}"
+            f"{argument}: expected indices in [0, {count}), got {flat[position]} at position "
+            f"{position}"
         )
-    return flat.to(torch.int64).numpy()
+    return flat
 
 
 def check_weights(values: Any, count: int, argument: str = "values") -> np.ndarray:
@@ -96,10 +105,13 @@ def check_weights(values: Any, count: int, argument: str = "values") -> np.ndarr
         TypeError: not real numbers (bools, complex, strings).
         ValueError: not one value per index, or a value NaN, infinite or negative.
     """
-    tensor = real_values(values, argument).detach()
-    if tensor.ndim == 0:
-        tensor = tensor.expand(count)
-    flat = tensor.reshape(-1).cpu().numpy()
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim:
+        flat = values.reshape(-1)  # the fast path: what the buffers pass
+    else:
+        tensor = real_values(values, argument).detach()
+        if tensor.ndim == 0:
+            tensor = tensor.expand(count)
+        flat = tensor.reshape(-1).cpu().numpy()
     if len(flat) != count:
         raise ValueError(
             f"{argument}: expected one value per index ({count}), got {len(flat)} values"

@@ -13,7 +13,7 @@ import torch
 from scipy.stats import chisquare
 
 from bufcore import DictBuffer, TrajectoryDictBufferMultiDim, load_buffer
-from bufcore.inspect import read_leaf, summarize_checkpoint
+from bufcore.inspect import inspect_path, read_leaf, render, summarize_checkpoint
 from bufcore.sampling.prioritized import PrioritizedSampler
 
 P_VALUE = 1e-6
@@ -290,12 +290,18 @@ def test_the_priorities_are_a_dataset_of_buffer_hdf5(tmp_path: Path) -> None:
     assert '"sampler"' in state and '"priority"' not in state
 
 
-def test_inspect_sees_the_sampler_leaf(tmp_path: Path) -> None:
-    buffer = rows_buffer()
+def test_inspect_sees_the_sampler_and_its_leaf(tmp_path: Path) -> None:
+    buffer = rows_buffer(alpha=0.5)
+    buffer.sample_index(4)
     buffer.save(tmp_path / "b")
     summary = summarize_checkpoint(tmp_path / "b")
     assert ("_sampler", "priority") in [row.key_path for row in summary.spec]
     assert read_leaf(tmp_path / "b", ("_sampler", "priority")).tolist() == [1.0] * 8
+    assert summary.sampler is not None
+    assert (summary.sampler.kind, summary.sampler.steps) == ("prioritized", 1)
+    assert summary.sampler.options["alpha"] == 0.5
+    text = "\n".join(render(inspect_path(tmp_path / "b")))
+    assert "sampler    prioritized (alpha 0.5" in text
 
 
 def test_a_partial_load_keeps_the_sampler_and_stream(tmp_path: Path) -> None:

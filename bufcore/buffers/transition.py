@@ -190,7 +190,8 @@ class DictBuffer(Buffer):
         generator: torch.Generator | None = None,
         out: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Draw ``batch_size`` rows uniformly, with replacement, from the filled rows.
+        """Draw ``batch_size`` rows, with replacement, from the filled rows: uniformly, or as
+        the buffer's sampler draws (by priority with a ``PrioritizedSampler``).
 
         The outputs' memory is the buffer's to reuse once nothing references it any more (no
         tensor, view, numpy array or autograd graph), so a training loop's steady state

@@ -111,7 +111,7 @@ class PrioritizedSampler:
         self._eps = check_real(eps, "eps", minimum=0.0)
         self._reduction: Reduction = check_choice(reduction, "reduction", REDUCTIONS)
         self._max_priority = 1.0
-        self.steps = 0
+        self._steps = 0
         self._shape: tuple[int, int] | None = None
         self._held = 0
         self._pair: tuple[SumTree, MinTree] | None = None  # made by bind
@@ -128,18 +128,22 @@ class PrioritizedSampler:
     # ------------------------------------------------------------- options
     @property
     def alpha(self) -> float:
+        """How much priorities count: a row weighs ``priority ** alpha``."""
         return self._alpha
 
     @property
     def anneal_steps(self) -> int | None:
+        """Draws over which ``beta`` rises to 1 (None: it stays)."""
         return self._anneal_steps
 
     @property
     def eps(self) -> float:
+        """What an update adds to every priority."""
         return self._eps
 
     @property
     def reduction(self) -> Reduction:
+        """A window's priority from its rows' ones: ``"max"`` or ``"mean"``."""
         return self._reduction
 
     @property
@@ -148,7 +152,21 @@ class PrioritizedSampler:
         docstring)."""
         if self._anneal_steps is None:
             return self._beta
-        return min(1.0, self._beta + self.steps * (1.0 - self._beta) / self._anneal_steps)
+        return min(1.0, self._beta + self._steps * (1.0 - self._beta) / self._anneal_steps)
+
+    @property
+    def steps(self) -> int:
+        """Draws so far (what anneals ``beta``); settable, e.g. to resume an annealing.
+
+        Raises:
+            TypeError: (setting) not an int.
+            ValueError: (setting) negative.
+        """
+        return self._steps
+
+    @steps.setter
+    def steps(self, value: int) -> None:
+        self._steps = check_int(value, "steps", minimum=0)
 
     @property
     def max_priority(self) -> float:
@@ -365,7 +383,7 @@ class PrioritizedSampler:
             )
         else:
             index = self._draw_windows(ring, count, generator, window)
-        self.steps += 1
+        self._steps += 1
         return index
 
     def _importance(
@@ -492,7 +510,7 @@ class PrioritizedSampler:
         (``priority``: the held rows' stored priorities, a float64 copy in flat row order)."""
         return {
             "config": self.config(),
-            "state": {"max_priority": self._max_priority, "steps": self.steps},
+            "state": {"max_priority": self._max_priority, "steps": self._steps},
             "tensors": {"priority": self.priorities()},
         }
 
@@ -512,7 +530,7 @@ class PrioritizedSampler:
             raise config.error(str(err)) from err
         scalars = field.key("state")
         sampler._max_priority = scalars.key("max_priority").real(minimum=0.0)
-        sampler.steps = scalars.key("steps").integer(minimum=0)
+        sampler._steps = scalars.key("steps").integer(minimum=0)
         return sampler
 
     def load_rows(self, ring: RingPosition, tensors: Mapping[str, torch.Tensor]) -> None:

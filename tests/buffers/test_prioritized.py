@@ -15,6 +15,7 @@ from scipy.stats import chisquare
 from bufcore import DictBuffer, TrajectoryDictBufferMultiDim, load_buffer
 from bufcore.inspect import inspect_path, read_leaf, render, summarize_checkpoint
 from bufcore.sampling.prioritized import PrioritizedSampler
+from tests.support import DEVICES
 
 P_VALUE = 1e-6
 
@@ -360,3 +361,24 @@ def test_a_mangled_sampler_state_is_a_corrupt_checkpoint(tmp_path: Path) -> None
     state["rows"][("_sampler", "priority")] = torch.full((8,), math.nan, dtype=torch.float64)
     with pytest.raises(ValueError, match="priority"):
         DictBuffer.from_state_dict(state)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_prioritized_rows_and_windows_on_every_device(device: str, tmp_path: Path) -> None:
+    rows = DictBuffer(capacity=8, device=device, seed=0, sampler=PrioritizedSampler())
+    rows.extend({"obs": torch.arange(10.0, device=device)[:, None]})
+    batch = rows.sample(6)
+    assert batch["_weight"].device == batch["_index"].device == batch["obs"].device
+    assert rows.update_priority(batch["_index"], batch["obs"][:, 0]) == 6
+    windows = TrajectoryDictBufferMultiDim(
+        capacity=12, n_dim=2, seq_length=3, device=device, seed=0, sampler=PrioritizedSampler()
+    )
+    for step in range(20):
+        done = torch.tensor([[step % 5 == 4, False]], device=device)
+        windows.extend({"observation": torch.zeros(1, 2, 1, device=device), "done": done})
+    index = windows.sample_index(12, 3)
+    assert index.rows.device == index.weights.device == index.writes.device
+    assert windows.update_priority(index, torch.ones(12, device=device)) == 12
+    windows.save(tmp_path / "w")
+    loaded = load_buffer(tmp_path / "w")
+    assert torch.equal(loaded.sample_index(12, 3).rows, windows.sample_index(12, 3).rows)

@@ -62,8 +62,10 @@ def stamped(index: SampleIndex, storage: RingStorage) -> SampleIndex:
 
 
 def _write_counts(index: SampleIndex, storage: RingStorage) -> torch.Tensor:
-    time = index.rows.cpu() // index.env_count
-    return storage.writes.index_select(0, time).to(index.rows.device)
+    rows = index.rows.cpu().numpy()
+    time = rows if index.env_count == 1 else rows // index.env_count
+    writes = torch.from_numpy(storage.writes.numpy()[time])
+    return writes if index.rows.device.type == "cpu" else writes.to(index.rows.device)
 
 
 def weighted_layout(rows: int) -> dict[KeyPath, tuple[tuple[int, ...], torch.dtype]]:
@@ -105,21 +107,23 @@ def update_priority(
     Raises:
         TypeError: ``index`` is neither a ``SampleIndex`` nor an integer ``[n, 2]`` tensor, or
             the priorities are not real numbers.
-        ValueError: ``index`` has no write counts or another env count, not one priority per
-            row, a priority NaN, infinite or negative, or every held row would weigh 0.
+        ValueError: ``index`` has no write counts or another env count, the buffer holds no
+            rows, not one priority per row, a priority NaN, infinite or negative, or every held
+            row would weigh 0.
         IndexError: a row outside the storage.
     """
     rows, writes = _unpacked(index, storage.envs)
+    if not storage.allocated:
+        raise ValueError("index: the buffer holds no rows yet, so nothing was drawn from it")
     cells = storage.capacity * storage.envs
     if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= cells):
         position = int(np.flatnonzero((rows < 0) | (rows >= cells))[0])
         raise IndexError(
             f"index: expected rows in [0, {cells}), got {rows[position]} at position {position}"
         )
-    held = len(storage) * storage.envs
-    counts = storage.writes.numpy()
-    keep = rows < held
-    keep[keep] = counts[rows[keep] // storage.envs] == writes[keep]
+    time = rows if storage.envs == 1 else rows // storage.envs
+    keep = storage.writes.numpy()[time] == writes
+    keep &= rows < len(storage) * storage.envs
     return sampler.update(rows, priority, keep=keep)
 
 
@@ -150,10 +154,15 @@ def _unpacked(index: Any, env_count: int) -> tuple[np.ndarray, np.ndarray]:
             f"index: expected a SampleIndex or a batch's {INDEX_KEY} tensor, got "
             f"{type(index).__name__}"
         )
-    return (
-        rows.detach().reshape(-1).cpu().to(torch.int64).numpy(),
-        writes.detach().reshape(-1).cpu().to(torch.int64).numpy(),
-    )
+    return _int64(rows), _int64(writes)
+
+
+def _int64(tensor: torch.Tensor) -> np.ndarray:
+    """A 1-D int64 numpy array of an integer tensor's values (no copy for CPU int64)."""
+    flat = tensor.detach().reshape(-1)
+    if flat.device.type != "cpu" or flat.dtype != torch.int64:
+        flat = flat.to(device="cpu", dtype=torch.int64)
+    return flat.numpy()
 
 
 # ---------------------------------------------------------------- state idiom

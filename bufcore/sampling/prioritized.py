@@ -377,7 +377,7 @@ class PrioritizedSampler:
             targets = _uniform(count, generator) * sums.total
             rows, weights = sums._find_checked(targets)
             index = SampleIndex(
-                torch.from_numpy(rows).to(device),
+                _on(torch.from_numpy(rows), device),
                 ring.env_count,
                 weights=self._importance(weights, minima, device),
             )
@@ -392,7 +392,7 @@ class PrioritizedSampler:
         """``(w / w_min) ** -beta`` as float32 on ``device``."""
         ratio = weights / minima.minimum
         np.power(ratio, -self.beta, out=ratio)
-        return torch.from_numpy(ratio).to(device=device, dtype=torch.float32)
+        return _on(torch.from_numpy(ratio.astype(np.float32)), device)
 
     def _draw_windows(
         self, ring: RingPosition, count: int, generator: torch.Generator, window: WindowRequest
@@ -554,6 +554,12 @@ def _uniform(count: int, generator: torch.Generator) -> np.ndarray:
     """``count`` float64 uniforms in ``[0, 1)`` from ``generator``, as a numpy array."""
     draw = torch.rand(count, dtype=torch.float64, generator=generator, device=generator.device)
     return draw.cpu().numpy()
+
+
+def _on(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` (on the CPU) on ``device``; no call at all for the CPU (a no-op ``to``
+    still costs microseconds per draw)."""
+    return tensor if device.type == "cpu" else tensor.to(device)
 
 
 def _cpu(generator: torch.Generator) -> torch.Generator:

@@ -382,3 +382,9 @@ def test_prioritized_rows_and_windows_on_every_device(device: str, tmp_path: Pat
     windows.save(tmp_path / "w")
     loaded = load_buffer(tmp_path / "w")
     assert torch.equal(loaded.sample_index(12, 3).rows, windows.sample_index(12, 3).rows)
+
+
+def test_an_update_of_a_buffer_never_written_is_refused() -> None:
+    buffer = DictBuffer(capacity=4, sampler=PrioritizedSampler())
+    with pytest.raises(ValueError, match="holds no rows"):
+        buffer.update_priority(torch.tensor([[0, 1]]), [1.0])

@@ -229,10 +229,10 @@ class PrioritizedSampler:
     def reset(self) -> None:
         """Forget every row's priority, and the largest priority (back to 1.0, as DI-engine's
         ``clear``); the annealing of beta goes on."""
-        if self._shape is not None:
-            leaves = self._shape[0] * self._shape[1]
-            self._pair = (SumTree(leaves), MinTree(leaves))
-            self._priority = np.zeros(leaves)
+        if self._pair is not None:
+            for tree in self._pair:
+                tree.clear()
+            self._priority[:] = 0.0
         self._held = 0
         self._max_priority = 1.0
 
@@ -320,7 +320,7 @@ class PrioritizedSampler:
                 held row with weight 0.
         """
         sums, minima = self._trees()
-        flat = check_leaf_index(rows, self._held, "index")
+        flat = check_leaf_index(rows, len(sums), "index")
         values = check_weights(priority, len(flat), "priority")
         if keep is not None:
             mask = np.asarray(keep, dtype=bool).reshape(-1)
@@ -329,6 +329,10 @@ class PrioritizedSampler:
                     f"keep: expected one flag per row ({len(flat)}), got {mask.size}"
                 )
             flat, values = flat[mask], values[mask]
+        if len(flat) and flat.max() >= self._held:
+            raise IndexError(
+                f"index: expected rows in [0, {self._held}) (the held ones), got {flat.max()}"
+            )
         applied = len(flat)
         if applied == 0:
             return 0

@@ -268,6 +268,10 @@ class SegmentTree(ABC):
         check_int(count, "len(values)", maximum=self.capacity - first)
         self._set_range_checked(first, self._checked(values, count))
 
+    def clear(self) -> None:
+        """Every leaf back to 0 (in place)."""
+        self._tree[:] = self._neutral
+
     def rebuild(self) -> None:
         """Recompute every internal node from the leaves (gives the same array: nodes are
         never adjusted by differences; see the module docstring)."""

@@ -120,13 +120,14 @@ def test_updates_skip_rows_overwritten_since_they_were_drawn() -> None:
         assert priorities[row] == expected
 
 
-def test_updates_after_a_clear_change_nothing() -> None:
+@pytest.mark.parametrize("refill", [2, 8])
+def test_updates_after_a_clear_change_nothing(refill: int) -> None:
     buffer = rows_buffer(capacity=8, rows=8)
     index = buffer.sample_index(20)
     buffer.clear()
-    buffer.extend({"obs": torch.zeros(8, 1), "act": torch.zeros(8, dtype=torch.int64)})
+    buffer.extend({"obs": torch.zeros(refill, 1), "act": torch.zeros(refill, dtype=torch.int64)})
     assert buffer.update_priority(index, torch.full((20,), 9.0)) == 0
-    assert set(buffer.sampler.priorities().tolist()) == {1.0}
+    assert buffer.sampler.priorities().tolist() == [1.0] * refill
 
 
 def test_a_batch_index_updates_as_the_sample_index_does() -> None:

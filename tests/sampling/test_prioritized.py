@@ -161,9 +161,13 @@ def test_a_priority_whose_weight_overflows_is_refused() -> None:
 
 
 def test_rows_beyond_the_held_ones_raise_index_error() -> None:
-    sampler = filled(4)
-    with pytest.raises(IndexError, match=r"index: expected indices in \[0, 4\)"):
-        sampler.update([4], [1.0])
+    sampler = PrioritizedSampler()
+    sampler.bind(8, 1)
+    sampler.written(RingPosition(4, 8), 0, 4)  # a ring of 8 rows holding 4
+    with pytest.raises(IndexError, match=r"index: expected rows in \[0, 4\)"):
+        sampler.update([5], [1.0])
+    with pytest.raises(IndexError, match=r"index: expected indices in \[0, 8\)"):
+        sampler.update([8], [1.0])
 
 
 def test_reset_forgets_priorities_and_the_max_but_not_the_annealing() -> None:

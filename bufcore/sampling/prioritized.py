@@ -30,6 +30,10 @@ The sampler keeps the priorities of the rows its buffer holds, so one sampler se
 buffer; the buffer tells it about writes (:class:`~bufcore.sampling.samplers.FollowsWrites`)
 and skips updates of rows overwritten since they were drawn (their write counts differ). Trees
 and priorities live on the CPU in numpy, whatever the buffer's device.
+
+Needed by (DESIGN rule 5): undoing a window draw's proposals when it raises:
+``tests/buffers/test_prioritized.py::test_no_window_long_enough_raises_and_keeps_the_stream``;
+the exact fallback after the rejection rounds: its ``exact`` chi-square test there.
 """
 
 from __future__ import annotations

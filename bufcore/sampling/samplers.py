@@ -15,6 +15,9 @@ Implementations:
   rejection first (:func:`~bufcore.sampling.windows.sample_window_starts`).
 - :class:`PriorityWindows`: windows of a fixed table of trajectories, each trajectory weighted
   by its priority (the expert buffer; :func:`~bufcore.sampling.windows.draw_from_table`).
+- :class:`~bufcore.sampling.prioritized.PrioritizedSampler` (its own module): rows or windows by
+  per-row priorities, with importance weights; it keeps per-row state, so its buffer tells it
+  about writes (:class:`FollowsWrites`).
 
 Both window samplers take either weighting (:mod:`bufcore.sampling.windows`). A sampler that
 holds state beyond what the rows determine gives it as plain data through ``state_dict()`` and

@@ -22,6 +22,8 @@ Each time row also counts how often it was written (:attr:`RingStorage.writes`, 
 kept across :meth:`RingStorage.clear`): a prioritized sampler's draw records the counts of the
 rows it drew, and an update of their priorities skips the rows whose count has moved on since,
 i.e. rows overwritten by newer data (DI-engine checks a unique id string per item instead).
+Needed by ``tests/buffers/test_prioritized.py::test_updates_skip_rows_overwritten_since_they_
+were_drawn`` and ``::test_updates_after_a_clear_change_nothing``.
 
 Saved rows come back through :meth:`RingStorage.restore` from a :class:`RowSource` (a checkpoint
 being read, or episodes being laid end to end), which copies them straight into the freshly

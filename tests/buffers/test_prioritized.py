@@ -14,6 +14,7 @@ from scipy.stats import chisquare
 
 from bufcore import DictBuffer, TrajectoryDictBufferMultiDim, load_buffer
 from bufcore.inspect import inspect_path, read_leaf, render, summarize_checkpoint
+from bufcore.sampling import prioritized
 from bufcore.sampling.prioritized import PrioritizedSampler
 from tests.support import DEVICES
 
@@ -202,8 +203,13 @@ def valid_windows(buffer: TrajectoryDictBufferMultiDim, need: int) -> list[tuple
     ]
 
 
+@pytest.mark.parametrize("rounds", [4, 0], ids=["rejection", "exact"])
 @pytest.mark.parametrize("reduction", ["max", "mean"])
-def test_windows_are_drawn_in_proportion_to_their_rows_priorities(reduction: str) -> None:
+def test_windows_are_drawn_in_proportion_to_their_rows_priorities(
+    reduction: str, rounds: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rounds 0: every window comes from the exact draw over all windows (the fallback).
+    monkeypatch.setattr(prioritized, "_ROUNDS", rounds)
     buffer = online_buffer(reduction, alpha=0.8, eps=0.0)
     held = len(buffer) * 2
     priorities = np.random.default_rng(3).random(held) * 4

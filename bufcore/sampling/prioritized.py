@@ -20,9 +20,9 @@ prefix-sum search, so a draw and an update cost O(batch * log rows).
 Importance weights ``(w_i / w_min) ** -beta`` (equal to ``(N P(i) / (N P_min)) ** -beta``)
 come with every draw in :attr:`SampleIndex.weights`, one per row (a window's weight repeated
 over its rows). For rows, ``w_min`` is the smallest positive weight held. For windows it is the
-smallest positive row weight held, as torchrl's slice sampler has it (a window never weighs
-less than its lightest row), so weights are at most 1 and exact up to one factor common to the
-whole batch. ``beta`` anneals with each draw: draw ``k`` (from 0) uses
+smallest positive row weight held, as torchrl's slice sampler has it: weights are exact up to
+one factor common to the whole batch, and at most 1 (a window weighs at least its lightest
+row's weight, unless it averages in rows of priority 0). ``beta`` anneals with each draw: draw ``k`` (from 0) uses
 ``min(1, beta + k * (1 - beta) / anneal_steps)``, the value DI-engine's repeated increment
 reaches without its rounding drift.
 

@@ -54,7 +54,7 @@ from bufcore.tree import real_values, to_tensor
 
 # An update recomputes whole every level of at most this many nodes, or twice the batch: a
 # strided pass over them costs less than walking the batch's paths through them.
-_WHOLE_LEVEL = 16384
+_WHOLE_LEVEL = 4096
 # Leaves at most this many: capacities beyond any storage's rows are refused up front.
 MAX_LEAVES = 2**40
 _FLOAT_MAX = float(np.finfo(np.float64).max)

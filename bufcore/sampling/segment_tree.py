@@ -106,7 +106,14 @@ def check_weights(values: Any, count: int, argument: str = "values") -> np.ndarr
         ValueError: not one value per index, or a value NaN, infinite or negative.
     """
     if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim:
-        flat = values.reshape(-1)  # the fast path: what the buffers pass
+        flat = values.reshape(-1)  # the fast paths: what the buffers and training loops pass
+    elif (
+        isinstance(values, torch.Tensor)
+        and values.dtype == torch.float64
+        and values.device.type == "cpu"
+        and values.ndim
+    ):
+        flat = values.detach().reshape(-1).numpy()
     else:
         tensor = real_values(values, argument).detach()
         if tensor.ndim == 0:

@@ -114,7 +114,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         for batch in args.batches:
             steps = contenders(capacity, batch)
             series = {name: Series("steps/s") for name in steps}
-            for name, step in steps.items():
+            for step in steps.values():
                 step()  # warm-up
             for round_number in range(args.repeats):
                 for name, step in steps.items():

@@ -22,9 +22,9 @@ come with every draw in :attr:`SampleIndex.weights`, one per row (a window's wei
 over its rows). For rows, ``w_min`` is the smallest positive weight held. For windows it is the
 smallest positive row weight held, as torchrl's slice sampler has it: weights are exact up to
 one factor common to the whole batch, and at most 1 (a window weighs at least its lightest
-row's weight, unless it averages in rows of priority 0). ``beta`` anneals with each draw: draw ``k`` (from 0) uses
-``min(1, beta + k * (1 - beta) / anneal_steps)``, the value DI-engine's repeated increment
-reaches without its rounding drift.
+row's weight, unless it averages in rows of priority 0). ``beta`` anneals with each draw: draw
+``k`` (from 0) uses ``min(1, beta + k * (1 - beta) / anneal_steps)``, the value DI-engine's
+repeated increment reaches without its rounding drift.
 
 The sampler keeps the priorities of the rows its buffer holds, so one sampler serves one
 buffer; the buffer tells it about writes (:class:`~bufcore.sampling.samplers.FollowsWrites`)

@@ -1,9 +1,9 @@
 """bufcore: replay buffers for PyTorch RL that you can look inside.
 
 Public surface: the buffer classes and the parts they are composed of (``Buffer``, the
-``Sampler`` protocol), the loaders, the EMD curriculum, the TD-error statistics
-and weights, and the errors bufcore raises on purpose. The subpackages hold the layers (README
-"Development").
+``Sampler`` protocol and the samplers, ``PrioritizedSampler`` and its trees), the loaders, the
+EMD curriculum, the TD-error statistics and weights, and the errors bufcore raises on purpose.
+The subpackages hold the layers (README "Development").
 
 Each name is imported on first use (``from bufcore import DictBuffer`` or ``bufcore.DictBuffer``),
 not by ``import bufcore`` itself: that keeps torch out of the way until something needs it, so
@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from bufcore.runs.runlog import RunLogger, read_metrics
     from bufcore.sampling.boundaries import find_start_stop_traj
     from bufcore.sampling.index import SampleIndex
+    from bufcore.sampling.prioritized import PrioritizedSampler
     from bufcore.sampling.samplers import RingPosition, Sampler, UniformRows, WindowRequest
+    from bufcore.sampling.segment_tree import MinTree, SumTree
     from bufcore.stats.td_ema import TDStatsEMA
     from bufcore.stats.td_weighting import TDWeighting, build_weights, compute_td_errors
 
@@ -66,6 +68,9 @@ _HOMES = {
     "read_metrics": "bufcore.runs.runlog",
     "find_start_stop_traj": "bufcore.sampling.boundaries",
     "SampleIndex": "bufcore.sampling.index",
+    "PrioritizedSampler": "bufcore.sampling.prioritized",
+    "MinTree": "bufcore.sampling.segment_tree",
+    "SumTree": "bufcore.sampling.segment_tree",
     "RingPosition": "bufcore.sampling.samplers",
     "Sampler": "bufcore.sampling.samplers",
     "UniformRows": "bufcore.sampling.samplers",
@@ -84,12 +89,15 @@ __all__ = [
     "DictBuffer",
     "KeyPathError",
     "LeafNotLoadedError",
+    "MinTree",
+    "PrioritizedSampler",
     "RingPosition",
     "Round",
     "RunLogger",
     "SampleIndex",
     "Sampler",
     "StateError",
+    "SumTree",
     "TDStatsEMA",
     "TDWeighting",
     "TrajectoryDictBuffer",

@@ -275,6 +275,27 @@ def to_tensor(value: Any, where: str, *, python_floats: torch.dtype | None = Non
     )
 
 
+def real_values(value: Any, where: str) -> torch.Tensor:
+    """``value`` as a float64 tensor (a tensor stays on its device), at full precision.
+
+    Python floats become float64 directly (float32, torch's default, would turn a finite 1e300
+    into inf and 1e-300 into 0 before any check could see them). numpy arrays are read in any
+    byte order (``astype`` makes a native copy).
+
+    Raises:
+        TypeError: not numeric, or bool or complex values (a complex value would lose its
+            imaginary part silently).
+    """
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iuf":
+            raise TypeError(f"{where}: expected real numbers, got numpy dtype {value.dtype}")
+        return torch.from_numpy(value.astype(np.float64))
+    tensor = to_tensor(value, where, python_floats=torch.float64)
+    if tensor.dtype == torch.bool or tensor.is_complex():
+        raise TypeError(f"{where}: expected real numbers, got dtype {dtype_name(tensor.dtype)}")
+    return tensor.to(torch.float64)
+
+
 def _as_floats(value: Any) -> Any:
     """A number or (nested) list of numbers with every int made a float (for huge ints)."""
     if isinstance(value, list | tuple):

@@ -10,7 +10,10 @@ The state idiom, as torch users know it:
 - ``state_dict()`` returns plain data: ``target`` (the ``__target__`` name), ``config`` (the
   config.json fields: constructor options, ``_idx``, ``_is_full``), ``state`` (bufcore-only state:
   seed, generator, the sampler's state), ``nested_key_separator`` and ``batch_dims`` (how the rows
-  are laid out), and ``rows`` (key path -> the filled rows, live views in physical order).
+  are laid out), and ``rows`` (key path -> the filled rows, live views in physical order). A
+  sampler passed to the buffer that has state of its own (the prioritized sampler) adds
+  ``state["sampler"]`` and its per-row tensors as rows under ``"_sampler"``
+  (:mod:`bufcore.buffers.prioritized`); a load rebuilds that sampler.
 - ``from_state_dict(state)`` builds the buffer that data describes, through the class's one
   parser of its saved config (:meth:`Buffer.saved_options`) and its public constructor; the rows
   are copied straight into freshly allocated storage. ``load_state_dict(state)`` does the same in
@@ -36,6 +39,12 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import torch
 
+from bufcore.buffers.prioritized import (
+    SAMPLER_KEY,
+    load_sampler_rows,
+    sampler_state,
+    saved_sampler,
+)
 from bufcore.checks import (
     check_device,
     check_generator,
@@ -52,8 +61,9 @@ from bufcore.rng import (
     restore_generator,
     undone_on_error,
 )
+from bufcore.sampling.prioritized import PrioritizedSampler
 from bufcore.sampling.samplers import RingPosition
-from bufcore.storage.batches import RowSource, TensorRows
+from bufcore.storage.batches import RowSource, RowsWithout, TensorRows
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import Key, KeyPath, as_key_path, key_list, select_paths
 
@@ -106,6 +116,7 @@ class Buffer(ABC):
     device: torch.device
     _storage: RingStorage
     _generator: torch.Generator
+    _sampler: Any
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -144,6 +155,26 @@ class Buffer(ABC):
         storage = self._storage
         return RingPosition(len(storage), storage.capacity, storage.envs)
 
+    @property
+    def sampler(self) -> Any:
+        """The sampler draws go through: the one passed as ``sampler=``, or the class's own."""
+        return self._sampler
+
+    def _prioritized(self) -> PrioritizedSampler:
+        """The buffer's prioritized sampler.
+
+        Raises:
+            TypeError: it samples with another sampler.
+        """
+        sampler = getattr(self, "_sampler", None)
+        if not isinstance(sampler, PrioritizedSampler):
+            raise TypeError(
+                f"{type(self).__name__}: samples with {type(sampler).__name__}, not a "
+                "PrioritizedSampler; build it with sampler=PrioritizedSampler(...) to update "
+                "priorities"
+            )
+        return sampler
+
     def _check_not_empty(self) -> None:
         """Raises:
         ValueError: nothing was written yet.
@@ -169,8 +200,15 @@ class Buffer(ABC):
         chosen = (
             self._generator if generator is None else check_generator(generator, self.device)
         )
+        sampler = getattr(self, "_sampler", None)
+        steps = sampler.steps if isinstance(sampler, PrioritizedSampler) else None
         with undone_on_error(chosen, argument=argument):
-            yield chosen
+            try:
+                yield chosen
+            except BaseException:
+                if isinstance(sampler, PrioritizedSampler) and steps is not None:
+                    sampler.steps = steps  # a failed sample does not anneal beta either
+                raise
 
     # ------------------------------------------------------------ state idiom
     @abstractmethod
@@ -182,19 +220,22 @@ class Buffer(ABC):
         """
 
     def _state_dict(self, config: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-        """:meth:`state_dict` from a class's own config and state fields."""
+        """:meth:`state_dict` from a class's own config and state fields (plus the sampler's
+        state, for a prioritized sampler)."""
         storage = self._storage
+        rows = storage.rows()
+        saved = {"seed": self.seed, "generator": generator_state(self._generator), **state}
+        sampler = getattr(self, "_sampler", None)
+        if isinstance(sampler, PrioritizedSampler):
+            saved["sampler"], sampler_rows = sampler_state(sampler, storage)
+            rows.update(sampler_rows)
         return {
             "target": self.checkpoint_targets[0],
             "config": {**config, "_idx": storage.cursor, "_is_full": storage.is_full},
-            "state": {
-                "seed": self.seed,
-                "generator": generator_state(self._generator),
-                **state,
-            },
+            "state": saved,
             "nested_key_separator": self.nested_key_separator,
             "batch_dims": storage.batch_dims,
-            "rows": storage.rows(),
+            "rows": rows,
         }
 
     @classmethod
@@ -315,6 +356,14 @@ class Buffer(ABC):
             )
         self.__dict__.clear()
         self.__dict__.update(loaded.__dict__)
+
+    def _keep_prioritized(self, previous: Any) -> None:
+        """After :meth:`load_state_dict` of a state that saved no sampler: a prioritized
+        sampler given to this buffer before stays, holding every loaded row at its largest
+        priority (as if they had just been written)."""
+        if isinstance(previous, PrioritizedSampler):
+            previous.adopt(self._ring() if self._storage.allocated else None)
+            self._sampler = previous
 
     # ---------------------------------------------------------------- saving
     def save(
@@ -477,11 +526,18 @@ def _build(
     config = Field(saved.config, "config", part="config")
     state = Field(saved.state, "state", part="state")
     options = cls.saved_options(config, state)
-    rows = saved.row_source(*cls.saved_layout(config))
+    sampler = saved_sampler(state)
+    if sampler is not None:
+        options["sampler"] = sampler
+    source = saved.row_source(*cls.saved_layout(config))
+    # The sampler's per-row state is saved among the rows; the storage never holds it.
+    sampler_rows = [p for p in source.spec if p[0] == SAMPLER_KEY] if sampler else []
     if leaves is not None:
-        chosen = select_paths(rows.spec, leaves, "leaves")
-        chosen.extend(path for path in cls.sampled_leaves(config) if path in rows.spec)
-        rows = rows.only(frozenset(chosen))
+        data = [p for p in source.spec if p not in sampler_rows]
+        chosen = select_paths(data, leaves, "leaves")
+        chosen.extend(path for path in cls.sampled_leaves(config) if path in source.spec)
+        source = source.only(frozenset(chosen + sampler_rows))
+    rows: RowSource = RowsWithout(source, sampler_rows) if sampler else source
     options["seed"] = state.optional("seed", None).validate(check_seed)
     if device is not None:
         options["device"] = device
@@ -501,6 +557,8 @@ def _build(
             if isinstance(err, StateError | CorruptCheckpointError):
                 raise
             raise StateError("config", str(err)) from err
+        if sampler is not None:
+            load_sampler_rows(sampler, source, buffer._storage, buffer._ring())
     except MemoryError as err:
         # A sound checkpoint may be too large for this host: not corrupt, but say which field.
         raise MemoryError(f"{config_where}: config['capacity']: {err}") from err

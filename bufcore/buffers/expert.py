@@ -34,7 +34,7 @@ from bufcore.buffers.windowed import (
 )
 from bufcore.checks import check_device, check_seed, check_separator, concrete_device
 from bufcore.curriculum.history import preview
-from bufcore.curriculum.priorities import FLOAT32_MAX, real_values
+from bufcore.curriculum.priorities import FLOAT32_MAX
 from bufcore.fields import Field
 from bufcore.rng import make_generator
 from bufcore.sampling.boundaries import find_start_stop_traj
@@ -48,6 +48,7 @@ from bufcore.tree import (
     as_key_path,
     format_key_path,
     key_json,
+    real_values,
     to_tensor,
     unflatten,
 )
@@ -102,6 +103,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
     stop_idx: torch.Tensor
     lengths: torch.Tensor
     _sampler: PriorityWindows
+    _windows: PriorityWindows
     _file_names: list[str] | None = None
 
     def __init__(
@@ -168,7 +170,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
         self.motion_ids = [int(v) for v in first_rows.tolist()]
         count = len(lengths)
         uniform = torch.full((count,), 1.0 / count, dtype=torch.float32, device=self.device)
-        self._sampler = PriorityWindows(table, uniform, weighting=weighting)
+        self._sampler = self._windows = PriorityWindows(table, uniform, weighting=weighting)
 
     # ------------------------------------------------------------------ state
     @property

@@ -21,6 +21,12 @@ per-trajectory tensordict.
 
 Counting: ``len(buffer)`` is time rows (like ``capacity``); ``size()`` is transitions, time rows
 times envs.
+
+Prioritized windows: built with ``sampler=PrioritizedSampler(...)``, the buffer keeps following
+the boundaries with its :class:`~bufcore.sampling.samplers.OnlineWindows` and draws through
+the prioritized sampler instead: every valid window weighted by its rows' priorities (see
+:mod:`bufcore.sampling.prioritized`), with importance weights in the batch and
+:meth:`TrajectoryDictBufferMultiDim.update_priority` for new per-row priorities.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from typing import Any, ClassVar
 
 import torch
 
+from bufcore.buffers.base import SavedState
+from bufcore.buffers.prioritized import check_reserved_keys, update_priority
 from bufcore.buffers.transition import (
     chronological_rows,
     hdf5_rows,
@@ -49,6 +57,8 @@ from bufcore.checks import check_device, check_int, check_seed, check_separator
 from bufcore.errors import KeyPathError, StateError
 from bufcore.fields import Field
 from bufcore.rng import make_generator
+from bufcore.sampling.index import SampleIndex
+from bufcore.sampling.prioritized import PrioritizedSampler
 from bufcore.sampling.samplers import OnlineWindows
 from bufcore.sampling.windows import TrajectoryTable, Weighting, check_weighting
 from bufcore.storage.batches import RowSource
@@ -80,18 +90,23 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         weighting: ``"trajectory"`` (the reference's) or ``"window"`` (see
             :mod:`bufcore.sampling.windows`).
         seed: Seed of the buffer's generator; ``None`` for a nondeterministic one.
+        sampler: ``None`` for the uniform window sampler (with ``weighting``), or a
+            :class:`~bufcore.sampling.prioritized.PrioritizedSampler` drawing every valid
+            window by its rows' priorities (its state is saved with the buffer's).
 
     Raises:
         ValueError: ``n_dim`` not 1 or 2, ``seq_length`` or ``capacity`` below 1, an unknown
             weighting or device.
-        TypeError: malformed keys or non-int sizes.
+        TypeError: malformed keys or non-int sizes, or a ``sampler`` that is not a
+            ``PrioritizedSampler``.
     """
 
     checkpoint_targets: ClassVar[tuple[str, ...]] = (
         "bufcore.TrajectoryDictBufferMultiDim",
         "humanoidverse.agents.buffers.trajectory.TrajectoryDictBufferMultiDim",
     )
-    _sampler: OnlineWindows
+    _windows: OnlineWindows
+    _sampler: OnlineWindows | PrioritizedSampler
 
     def __init__(
         self,
@@ -106,7 +121,12 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         end_key: Key = DEFAULT_END_KEY,
         weighting: Weighting = "trajectory",
         seed: int | None = None,
+        sampler: PrioritizedSampler | None = None,
     ) -> None:
+        if sampler is not None and not isinstance(sampler, PrioritizedSampler):
+            raise TypeError(
+                f"sampler: expected None or a PrioritizedSampler, got {type(sampler).__name__}"
+            )
         self._n_dim = check_int(n_dim, "n_dim", minimum=1, maximum=2)
         self._window = WindowOptions(seq_length, output_key_t, output_key_tp1, end_key)
         weighting = check_weighting(weighting)
@@ -116,9 +136,8 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         self.seed = check_seed(seed)
         self._generator = make_generator(self.device, self.seed)
         self._storage = RingStorage(self.capacity, device=self.device, batch_dims=self._n_dim)
-        self._sampler = OnlineWindows(
-            self.capacity, device=self.device, weighting=weighting
-        )
+        self._windows = OnlineWindows(self.capacity, device=self.device, weighting=weighting)
+        self._sampler = self._windows if sampler is None else sampler
 
     @property
     def n_dim(self) -> int:
@@ -171,28 +190,39 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         if self.n_dim == 2 and end.shape[1] == 0:
             raise ValueError("data: expected at least one env (axis 1), got 0")
         first = not self._storage.allocated
+        prioritized = self._sampler if isinstance(self._sampler, PrioritizedSampler) else None
         if first:
             # The first batch fixes the keys: a buffer that could never be sampled is refused.
             self._window.output_paths(batch.leaves)
+            if prioritized is not None:
+                check_reserved_keys(batch.leaves)
             # Before the write: a warning turned into an error must not follow a stored batch.
             warn_unsaveable_keys(batch, self.nested_key_separator)
+            if prioritized is not None:
+                prioritized.bind(self.capacity, batch.env_count or 1)
         flags = end_matrix(end, self.n_dim)
+        start = self._storage.cursor
         with torch.no_grad():
             if not first:
                 self._storage.write(batch)
-                self._sampler.extend(flags)
-                return
-            try:
-                self._storage.write(batch)
-                self._sampler.extend(flags)
-            except BaseException:
-                # The first write allocates the rows, then the boundaries: if either fails (out
-                # of memory), the buffer goes back to new rather than keep rows it cannot index.
-                self._storage = RingStorage(
-                    self.capacity, device=self.device, batch_dims=self.n_dim
-                )
-                self._sampler.reset()
-                raise
+                self._windows.extend(flags)
+            else:
+                try:
+                    self._storage.write(batch)
+                    self._windows.extend(flags)
+                except BaseException:
+                    # The first write allocates the rows, then the boundaries: if either fails
+                    # (out of memory), the buffer goes back to new rather than keep rows it
+                    # cannot index.
+                    self._storage = RingStorage(
+                        self.capacity, device=self.device, batch_dims=self.n_dim
+                    )
+                    self._windows.reset()
+                    if prioritized is not None:
+                        prioritized.adopt(None)
+                    raise
+        if prioritized is not None:
+            prioritized.written(self._ring(), start, batch.size)
 
     def load_hdf5(
         self, h5_file: str | os.PathLike[str], nested_key_separator: str | None = None
@@ -214,10 +244,13 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         """Remove every row and trajectory (``len`` becomes 0; the next write starts at row 0).
 
         The spec fixed by the first extend stays, and so does the memory of the rows; the
-        generator's stream goes on where it was.
+        generator's stream goes on where it was. A prioritized sampler forgets the rows'
+        priorities.
         """
         self._storage.clear()
-        self._sampler.reset()
+        self._windows.reset()
+        if isinstance(self._sampler, PrioritizedSampler):
+            self._sampler.reset()
 
     def get_full_buffer(self) -> dict[str, Any]:
         """A copy of the filled rows in chronological order (oldest first); ``{}`` when empty.
@@ -232,7 +265,24 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
 
         Absolute time ``tau`` lives at physical row ``tau % capacity``.
         """
-        return self._sampler.trajectories()
+        return self._windows.trajectories()
+
+    def update_priority(self, index: SampleIndex | torch.Tensor, priority: Any) -> int:
+        """Give the rows a sample drew new priorities (a prioritized sampler's buffer), one
+        per row (a window's rows each get their own; a window's priority is their max or
+        mean). As :meth:`bufcore.DictBuffer.update_priority`: rows written again since they
+        were drawn are skipped, and for a row given twice (overlapping windows) the last
+        value wins.
+
+        Returns:
+            How many rows were updated.
+
+        Raises:
+            TypeError: as :meth:`bufcore.DictBuffer.update_priority`.
+            ValueError: as :meth:`bufcore.DictBuffer.update_priority`.
+            IndexError: a row outside the buffer.
+        """
+        return update_priority(self._storage, self._prioritized(), index, priority)
 
     # ------------------------------------------------------------ state idiom
     def state_dict(self) -> dict[str, Any]:
@@ -243,7 +293,16 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
             "n_dim": self.n_dim,
             **self._window.to_config(),
         }
-        return self._state_dict(config, self._sampler.state_dict())
+        return self._state_dict(config, self._windows.state_dict())
+
+    def load_state_dict(self, state: Mapping[str, Any] | SavedState) -> None:
+        """As :meth:`Buffer.load_state_dict`. A state that saved a prioritized sampler brings
+        it (with its priorities); otherwise a prioritized sampler given to this buffer stays,
+        holding every loaded row at its largest priority."""
+        previous = self._sampler
+        super().load_state_dict(state)
+        if self._sampler is self._windows:
+            self._keep_prioritized(previous)
 
     @classmethod
     def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:
@@ -290,7 +349,7 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
             check_end_leaf(end.shape, buffer.n_dim, f"dataset {format_key_path(end_path)}")
         except ValueError as err:
             raise StateError("rows", str(err)) from err
-        buffer._sampler.rebuild(
+        buffer._windows.rebuild(
             end_matrix(end[: len(buffer)], buffer.n_dim),
             cursor=storage.cursor,
             is_full=storage.is_full,

@@ -8,7 +8,9 @@ buffer saves and loads, ``get_full_buffer`` returns a chronological copy, and sa
 buffer's own generator on the storage device.
 
 Composition: a :class:`~bufcore.storage.ring.RingStorage` of ``[time]`` rows and a sampler
-(:class:`~bufcore.sampling.samplers.UniformRows` unless another is passed).
+(:class:`~bufcore.sampling.samplers.UniformRows` unless another is passed; with a
+:class:`~bufcore.sampling.prioritized.PrioritizedSampler`, batches carry importance weights and
+``update_priority`` takes new priorities, see :mod:`bufcore.buffers.prioritized`).
 """
 
 from __future__ import annotations
@@ -21,12 +23,26 @@ from typing import Any, ClassVar
 import torch
 
 from bufcore.buffers.base import Buffer, SavedState
+from bufcore.buffers.prioritized import (
+    add_weighted,
+    check_reserved_keys,
+    stamped,
+    update_priority,
+    weighted_layout,
+)
 from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
 from bufcore.fields import Field
 from bufcore.persist.hdf5_file import read_row_datasets
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
-from bufcore.sampling.samplers import Sampler, UniformRows, check_sampler, checked_rows
+from bufcore.sampling.prioritized import PrioritizedSampler
+from bufcore.sampling.samplers import (
+    FollowsWrites,
+    Sampler,
+    UniformRows,
+    check_sampler,
+    checked_rows,
+)
 from bufcore.storage.batches import Batch
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import flatten, format_key_path, unflatten
@@ -46,9 +62,11 @@ class DictBuffer(Buffer):
         nested_key_separator: Joins nested keys into dataset names in ``buffer.hdf5``.
         seed: Seed of the buffer's own generator; ``None`` for a nondeterministic one.
         sampler: Which rows a sample reads; ``None`` for uniform rows with replacement (the
-            reference's). Any :class:`~bufcore.sampling.samplers.Sampler` of rows; what it
-            draws is checked at each draw (a ``SampleIndex`` of ``batch_size`` integer rows
-            within the filled ones).
+            reference's). A :class:`~bufcore.sampling.prioritized.PrioritizedSampler` (its
+            state is saved and loaded with the buffer's), or any other
+            :class:`~bufcore.sampling.samplers.Sampler` of rows, whose draws are checked at
+            each draw (a ``SampleIndex`` of ``batch_size`` integer rows within the filled
+            ones) and which a save does not record (a load draws uniformly again).
 
     Raises:
         ValueError: ``capacity < 1``, an unknown device, or an empty separator or one with '/'.
@@ -113,11 +131,19 @@ class DictBuffer(Buffer):
         batch = self._storage.validate(data)
         if batch.size == 0:
             return
+        follows = self._sampler if isinstance(self._sampler, FollowsWrites) else None
         if not self._storage.allocated:
+            if isinstance(self._sampler, PrioritizedSampler):
+                check_reserved_keys(batch.leaves)
             # Before the write: a warning turned into an error must not follow a stored batch.
             warn_unsaveable_keys(batch, self.nested_key_separator)
+            if follows is not None:
+                follows.bind(self.capacity, 1)
+        start = self._storage.cursor
         with torch.no_grad():
             self._storage.write(batch)
+        if follows is not None:
+            follows.written(self._ring(), start, batch.size)
 
     def load_hdf5(
         self, h5_file: str | os.PathLike[str], nested_key_separator: str | None = None
@@ -150,9 +176,11 @@ class DictBuffer(Buffer):
         """Remove every row (``len`` becomes 0; the next write starts at row 0).
         The spec fixed by the first extend stays, and so does the memory of the rows (a
         training loop that clears and refills allocates nothing); the generator's stream goes
-        on where it was.
+        on where it was. A prioritized sampler forgets the rows' priorities.
         """
         self._storage.clear()
+        if isinstance(self._sampler, FollowsWrites):
+            self._sampler.reset()
 
     # ---------------------------------------------------------------- reading
     def sample(
@@ -162,7 +190,8 @@ class DictBuffer(Buffer):
         generator: torch.Generator | None = None,
         out: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Draw ``batch_size`` rows uniformly, with replacement, from the filled rows.
+        """Draw ``batch_size`` rows, with replacement, from the filled rows: uniformly, or as
+        the buffer's sampler draws (by priority with a ``PrioritizedSampler``).
 
         The outputs' memory is the buffer's to reuse once nothing references it any more (no
         tensor, view, numpy array or autograd graph), so a training loop's steady state
@@ -180,7 +209,10 @@ class DictBuffer(Buffer):
         Returns:
             The nested structure of the stored data; every leaf a contiguous tensor
             ``[batch_size, ...]`` on the buffer's device: the rows at
-            ``sample_index(batch_size).rows``. With ``out``, ``out`` itself.
+            ``sample_index(batch_size).rows``. With a prioritized sampler, also ``"_weight"``
+            (float32 ``[batch_size]``: the index's importance weights) and ``"_index"`` (int64
+            ``[batch_size, 2]``: rows and write counts, for :meth:`update_priority`). With
+            ``out``, ``out`` itself.
 
         Raises:
             ValueError: the buffer is empty, ``batch_size`` is outside ``[1, 2**62]``,
@@ -197,14 +229,22 @@ class DictBuffer(Buffer):
         within the filled ones raises ``TypeError``/``ValueError`` before anything is gathered.
         """
         batch_size = self._checked_size(batch_size)
+        weighted = isinstance(self._sampler, PrioritizedSampler)
         targets = None
         if out is not None:
             layout = self._storage.output_layout((batch_size,), self._storage.spec or {})
+            if weighted:
+                layout.update(weighted_layout(batch_size))
             targets = self._storage.check_out(flatten(out, argument="out"), layout)
         with self._drawing(generator, argument="batch_size") as drawn_from:
             index = self._draw(batch_size, drawn_from)
-            gathered = self._storage.gather(index.rows, out=targets)
-        return unflatten(gathered) if out is None else out
+            data = None if targets is None else targets[: len(targets) - 2 * weighted]
+            gathered = self._storage.gather(index.rows, out=data)
+            result = unflatten(gathered)
+            if weighted:
+                add_weighted(result, index, self._storage, None if targets is None else
+                             targets[len(targets) - 2 :])
+        return result if out is None else out
 
     def sample_index(
         self, batch_size: int, *, generator: torch.Generator | None = None
@@ -234,7 +274,34 @@ class DictBuffer(Buffer):
         index = self._sampler.draw(ring, batch_size, generator)
         if type(self._sampler) is UniformRows:
             return index
+        if isinstance(self._sampler, PrioritizedSampler):
+            return stamped(index, self._storage)
         return checked_rows(index, ring, batch_size, self.device)
+
+    def update_priority(self, index: SampleIndex | torch.Tensor, priority: Any) -> int:
+        """Give the rows a sample drew new priorities (a prioritized sampler's buffer).
+
+        Rows written again since they were drawn (overwritten by newer data, or cleared) are
+        skipped: their storage write count differs from the one the index carries. For a row
+        drawn more than once, the last value wins.
+
+        Args:
+            index: What :meth:`sample_index` returned, or a batch's ``"_index"``.
+            priority: One non-negative value per row (``|TD error|``, say); stored plus the
+                sampler's ``eps``.
+
+        Returns:
+            How many rows were updated (the others were overwritten).
+
+        Raises:
+            TypeError: the buffer samples with another sampler, ``index`` is neither a
+                ``SampleIndex`` nor an integer tensor, or the priorities are not real numbers.
+            ValueError: ``index`` has no write counts or is malformed, not one priority per
+                row, a priority NaN, infinite or negative, or every held row would weigh 0.
+                Nothing changes then.
+            IndexError: a row outside the buffer.
+        """
+        return update_priority(self._storage, self._prioritized(), index, priority)
 
     def _checked_size(self, batch_size: int) -> int:
         """``batch_size`` once checked, in a buffer that holds rows.
@@ -267,11 +334,14 @@ class DictBuffer(Buffer):
         )
 
     def load_state_dict(self, state: Mapping[str, Any] | SavedState) -> None:
-        """As :meth:`Buffer.load_state_dict`; the sampler given to the constructor stays (a
-        state dict does not hold it, and ``from_state_dict`` builds the default one)."""
-        sampler = self._sampler
+        """As :meth:`Buffer.load_state_dict`. A state that saved a prioritized sampler brings
+        it (with its priorities); otherwise the sampler given to the constructor stays, a
+        prioritized one holding every loaded row at its largest priority."""
+        previous = self._sampler
         super().load_state_dict(state)
-        self._sampler = sampler
+        if isinstance(self._sampler, UniformRows):
+            self._sampler = previous
+            self._keep_prioritized(previous)
 
     @classmethod
     def saved_options(cls, config: Field, state: Field) -> dict[str, Any]:

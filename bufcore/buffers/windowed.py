@@ -24,10 +24,12 @@ from typing import Any, TypeVar
 import torch
 
 from bufcore.buffers.base import Buffer
+from bufcore.buffers.prioritized import add_weighted, stamped, weighted_layout
 from bufcore.checks import MAX_COUNT, check_int
 from bufcore.fields import Field
 from bufcore.sampling.index import SampleIndex
-from bufcore.sampling.samplers import WindowRequest, WindowSampler
+from bufcore.sampling.prioritized import PrioritizedSampler
+from bufcore.sampling.samplers import Sampler, WindowRequest, WindowSampler
 from bufcore.sampling.windows import (
     WEIGHTINGS,
     TrajectoryTable,
@@ -202,16 +204,20 @@ class WindowedBuffer(Buffer):
     """A trajectory buffer: its window options as read-only attributes (BFM-Zero's names), and
     sampling as draw-the-windows-then-gather with its window sampler.
 
-    Subclasses build ``_window`` (the options) and ``_sampler`` (a
-    :class:`~bufcore.sampling.samplers.WindowSampler`) in their constructor.
+    Subclasses build ``_window`` (the options), ``_windows`` (a
+    :class:`~bufcore.sampling.samplers.WindowSampler`: the trajectories and the weighting) and
+    ``_sampler`` (what draws: ``_windows`` itself, or a
+    :class:`~bufcore.sampling.prioritized.PrioritizedSampler` drawing through its spans) in
+    their constructor.
     """
 
     _window: WindowOptions
-    _sampler: WindowSampler
+    _windows: WindowSampler
+    _sampler: Sampler
 
     def trajectories(self) -> TrajectoryTable:
         """The trajectories windows are drawn from, sorted by env, then time."""
-        return self._sampler.trajectories()
+        return self._windows.trajectories()
 
     def sample(
         self,
@@ -236,7 +242,9 @@ class WindowedBuffer(Buffer):
         Returns:
             ``{key: [batch_size, ...] for key in output_key_t}`` plus ``"next"`` with the rows
             after them for ``output_key_tp1`` (if not empty): the storage at
-            ``sample_index(...).rows`` and the rows one time step later. With ``out``, ``out``.
+            ``sample_index(...).rows`` and the rows one time step later. With a prioritized
+            sampler, also ``"_weight"`` and ``"_index"`` (as :meth:`bufcore.DictBuffer.sample`;
+            a window's weight on each of its rows). With ``out``, ``out``.
 
         Raises:
             ValueError: the buffer is empty, the reference's batch-size checks, no trajectory
@@ -250,10 +258,16 @@ class WindowedBuffer(Buffer):
             LeafNotLoadedError: a leaf it gathers was left out by ``load(..., leaves=)``.
         """
         seq, windows, paths = self._checked_request(batch_size, seq_length)
+        weighted = isinstance(self._sampler, PrioritizedSampler)
         targets = None if out is None else self._checked_out(out, seq * windows, paths)
         with self._drawing(generator, argument="batch_size") as drawn_from:
             index = self._draw(seq, windows, drawn_from, locate=False)
-            result = gather_windows(self._storage, index.rows, paths, out=targets)
+            split = None if targets is None else len(targets) - 2 * weighted
+            data = None if targets is None else targets[:split]
+            result = gather_windows(self._storage, index.rows, paths, out=data)
+            if weighted:
+                add_weighted(result, index, self._storage,
+                             None if targets is None else targets[split:])
         return result if out is None else out
 
     def _checked_out(
@@ -271,6 +285,8 @@ class WindowedBuffer(Buffer):
         layout = storage.output_layout(shape, paths_t)
         following = storage.output_layout(shape, paths_tp1)
         layout.update({("next", *path): spec for path, spec in following.items()})
+        if isinstance(self._sampler, PrioritizedSampler):
+            layout.update(weighted_layout(rows))
         return storage.check_out(flatten(out, argument="out"), layout)
 
     def sample_index(
@@ -317,8 +333,11 @@ class WindowedBuffer(Buffer):
         Raises:
             ValueError: no trajectory can hold such a window.
         """
-        request = WindowRequest(seq, seq + self._window.offset, locate)
-        return self._sampler.draw(self._ring(), windows, generator, window=request)
+        request = WindowRequest(seq, seq + self._window.offset, locate, self._windows.spans())
+        index = self._sampler.draw(self._ring(), windows, generator, window=request)
+        if isinstance(self._sampler, PrioritizedSampler):
+            return stamped(index, self._storage)
+        return index
 
     @classmethod
     def sampled_leaves(cls, config: Field) -> list[KeyPath]:
@@ -347,8 +366,9 @@ class WindowedBuffer(Buffer):
 
     @property
     def weighting(self) -> Weighting:
-        """``"trajectory"`` or ``"window"``: how the sampler weighs windows."""
-        return self._sampler.weighting
+        """``"trajectory"`` or ``"window"``: how the window sampler weighs windows (a
+        prioritized sampler weighs every valid window by its priority instead)."""
+        return self._windows.weighting
 
     def with_weighting(self: W, weighting: Weighting) -> W:
         """A view of this buffer that samples windows with ``weighting``.
@@ -363,5 +383,7 @@ class WindowedBuffer(Buffer):
             ValueError: ``weighting`` is not ``"trajectory"`` or ``"window"``.
         """
         view = copy.copy(self)
-        view._sampler = self._sampler.with_weighting(check_weighting(weighting))
+        view._windows = self._windows.with_weighting(check_weighting(weighting))
+        if self._sampler is self._windows:
+            view._sampler = view._windows
         return view

@@ -70,7 +70,7 @@ class ZBuffer(Buffer):
         self._generator = make_generator(self.device, self.seed)
         self._storage = RingStorage(self.capacity, device=self.device)
         self._storage.allocate({_Z: LeafSpec((self.dim,), dtype)}, None)
-        self._sampler = UniformRows()
+        self._sampler: UniformRows = UniformRows()
 
     def __repr__(self) -> str:
         return (

@@ -18,11 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
 import torch
 
 from bufcore.checks import check_real
-from bufcore.tree import dtype_name, to_tensor
+from bufcore.tree import real_values
 
 Mode = Literal["lin", "exp", "bin"]
 MODES: tuple[Mode, ...] = ("lin", "exp", "bin")
@@ -33,27 +32,6 @@ FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 def as_float32(value: float) -> float:
     """``value`` rounded to float32 (``inf`` past float32 max, 0 below its smallest subnormal)."""
     return float(torch.tensor([value], dtype=torch.float64).to(torch.float32))
-
-
-def real_values(value: Any, where: str) -> torch.Tensor:
-    """``value`` as a float64 tensor (a tensor stays on its device), at full precision.
-
-    Python floats become float64 directly (float32, torch's default, would turn a finite 1e300
-    into inf and 1e-300 into 0 before any check could see them). numpy arrays are read in any
-    byte order (``astype`` makes a native copy).
-
-    Raises:
-        TypeError: not numeric, or bool or complex values (a complex value would lose its
-            imaginary part silently).
-    """
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "iuf":
-            raise TypeError(f"{where}: expected real numbers, got numpy dtype {value.dtype}")
-        return torch.from_numpy(value.astype(np.float64))
-    tensor = to_tensor(value, where, python_floats=torch.float64)
-    if tensor.dtype == torch.bool or tensor.is_complex():
-        raise TypeError(f"{where}: expected real numbers, got dtype {dtype_name(tensor.dtype)}")
-    return tensor.to(torch.float64)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from bufcore.checks import check_int
-from bufcore.curriculum.priorities import real_values
+from bufcore.tree import real_values
 
 # ot.emd2's result codes (ot.lp.emd_wrap): anything but OPTIMAL is refused.
 _OPTIMAL = 1

@@ -310,6 +310,15 @@ def _buffer_lines(name: str, s: CheckpointSummary) -> list[str]:
             ),
             _field("highest", top),
         ]
+    if s.sampler is not None:
+        options = ", ".join(f"{key} {value}" for key, value in s.sampler.options.items())
+        lines.append(
+            _field(
+                "sampler",
+                f"{s.sampler.kind} ({options}); max priority {s.sampler.max_priority:.4g}, "
+                f"{s.sampler.steps} draws, beta now {s.sampler.beta:.4g}",
+            )
+        )
     return lines
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from bufcore.buffers.base import Buffer, buffer_class
+from bufcore.buffers.prioritized import saved_sampler
 from bufcore.buffers.windowed import WindowedBuffer, WindowOptions
 from bufcore.checks import check_bool, check_int
 from bufcore.curriculum.history import options_from_state, rounds_from_state
@@ -104,6 +105,26 @@ class PrioritySummary:
 
 
 @dataclass(frozen=True)
+class SamplerSummary:
+    """The sampler a buffer saved with its state (a prioritized sampler).
+
+    Attributes:
+        kind: ``"prioritized"``.
+        options: Its constructor options (``alpha``, ``beta``, ``anneal_steps``, ``eps``,
+            ``reduction``).
+        max_priority: The largest priority given so far (what a new row gets).
+        steps: Draws so far.
+        beta: The importance-weight exponent of the next draw.
+    """
+
+    kind: str
+    options: dict[str, Any]
+    max_priority: float
+    steps: int
+    beta: float
+
+
+@dataclass(frozen=True)
 class CheckpointSummary:
     """A buffer checkpoint directory, as :func:`summarize_checkpoint` read it.
 
@@ -126,6 +147,8 @@ class CheckpointSummary:
         verified: Whether buffer.hdf5 was hashed and matched the manifest (only with
             ``verify=True`` and a manifest).
         end_key: The end-flag leaf of a trajectory buffer, or None for buffers without one.
+        sampler: The prioritized sampler it saved (its per-row priorities are the leaf
+            ``("_sampler", "priority")`` of ``spec``), or None.
     """
 
     path: Path
@@ -145,6 +168,7 @@ class CheckpointSummary:
     priorities: PrioritySummary | None
     verified: bool
     end_key: KeyPath | None = None
+    sampler: SamplerSummary | None = None
 
 
 def summarize_checkpoint(
@@ -230,6 +254,25 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
         priorities=_priorities(state),
         verified=verify and manifest is not None,
         end_key=None if end_key is None else as_key_path(end_key),
+        sampler=_sampler(state),
+    )
+
+
+def _sampler(state: Field) -> SamplerSummary | None:
+    """The summary of ``state['sampler']``, if saved (through the sampler's own parser).
+
+    Raises:
+        StateError: a field is malformed.
+    """
+    sampler = saved_sampler(state)
+    if sampler is None:
+        return None
+    return SamplerSummary(
+        kind=sampler.kind,
+        options=sampler.config(),
+        max_priority=sampler.max_priority,
+        steps=sampler.steps,
+        beta=sampler.beta,
     )
 
 

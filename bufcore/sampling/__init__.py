@@ -1,1 +1,2 @@
-"""Which rows or windows to read: episode boundaries and window draws (they hold no rows)."""
+"""Which rows or windows to read: episode boundaries, window draws, segment trees and prioritized
+replay (they hold no rows)."""

@@ -344,6 +344,14 @@ class OnlineBoundaries:
         env = torch.searchsorted(self._cumulative, rank, right=True)
         return self._trajectories(env, rank)
 
+    def row_spans(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For flat surviving ``rows`` (``time * E + env``): each one's absolute time, and the
+        first (surviving) and last absolute time of its trajectory."""
+        env_count = self.env_count or 1
+        span = self._span.index_select(0, self._row_entry.index_select(0, rows))
+        time = self._row_time.index_select(0, rows // env_count)
+        return time, torch.clamp_min(span[:, 0], self.oldest), span[:, 1]
+
     def propose_rows(
         self, count: int, generator: torch.Generator
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

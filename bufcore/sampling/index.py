@@ -29,7 +29,11 @@ class SampleIndex:
             ``trajectories()`` table of the trajectory each window was drawn from; None for
             buffers without trajectories.
         weights: Per-draw importance weights, for samplers that draw unevenly and correct for
-            it (prioritized replay); None when every draw weighs the same.
+            it (prioritized replay): float32 ``[batch]``, one per row (a window's weight on
+            each of its rows); None when every draw weighs the same.
+        writes: For buffers with a prioritized sampler, ``[batch]`` int64: how many times each
+            row's storage row had been written when it was drawn, so that
+            ``update_priority`` can skip rows overwritten since; None otherwise.
 
     Raises:
         TypeError: ``env_count`` is not an int.
@@ -40,6 +44,7 @@ class SampleIndex:
     env_count: int = 1
     trajectory: torch.Tensor | None = None
     weights: torch.Tensor | None = None
+    writes: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         # time and env divide by it: a sampler written by hand must not get 0 past here.
@@ -69,5 +74,9 @@ class SampleIndex:
             return None if tensor is None else tensor.to(device)
 
         return SampleIndex(
-            self.rows.to(device), self.env_count, moved(self.trajectory), moved(self.weights)
+            self.rows.to(device),
+            self.env_count,
+            moved(self.trajectory),
+            moved(self.weights),
+            moved(self.writes),
         )

@@ -15,6 +15,9 @@ Implementations:
   rejection first (:func:`~bufcore.sampling.windows.sample_window_starts`).
 - :class:`PriorityWindows`: windows of a fixed table of trajectories, each trajectory weighted
   by its priority (the expert buffer; :func:`~bufcore.sampling.windows.draw_from_table`).
+- :class:`~bufcore.sampling.prioritized.PrioritizedSampler` (its own module): rows or windows by
+  per-row priorities, with importance weights; it keeps per-row state, so its buffer tells it
+  about writes (:class:`FollowsWrites`).
 
 Both window samplers take either weighting (:mod:`bufcore.sampling.windows`). A sampler that
 holds state beyond what the rows determine gives it as plain data through ``state_dict()`` and
@@ -27,7 +30,7 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -35,6 +38,7 @@ from bufcore.checks import concrete_device
 from bufcore.sampling.boundaries import OnlineBoundaries
 from bufcore.sampling.index import SampleIndex
 from bufcore.sampling.windows import (
+    RowSpans,
     TrajectoryTable,
     Weighting,
     check_weighting,
@@ -70,11 +74,15 @@ class WindowRequest:
             window row is read too (``next``).
         locate: Whether to fill :attr:`SampleIndex.trajectory` (``sample_index`` does; a
             ``sample`` that only gathers does not pay for it).
+        spans: Where each stored row sits in its trajectory, for samplers that draw windows
+            through their rows (the prioritized sampler); the buffer's window sampler gives it
+            (:meth:`WindowSampler.spans`), None where it has none.
     """
 
     length: int
     need: int
     locate: bool = False
+    spans: RowSpans | None = None
 
 
 class Sampler(Protocol):
@@ -93,6 +101,35 @@ class Sampler(Protocol):
         *,
         window: WindowRequest | None = None,
     ) -> SampleIndex: ...
+
+
+@runtime_checkable
+class FollowsWrites(Protocol):
+    """A sampler that keeps state per stored row (the prioritized sampler's priorities), told
+    by its buffer where each write landed.
+
+    The buffer calls :meth:`bind` before its first write (an allocation that fails there leaves
+    the buffer unwritten), :meth:`written` after every write and :meth:`reset` when it is
+    cleared.
+    """
+
+    def bind(self, capacity: int, env_count: int) -> None:
+        """Allocate for a ring of ``capacity`` time rows of ``env_count`` envs.
+
+        Raises:
+            ValueError: bound to a ring of another shape already.
+            MemoryError: the per-row state cannot be allocated.
+        """
+        ...
+
+    def written(self, ring: RingPosition, start: int, count: int) -> None:
+        """``count`` time rows were written from physical row ``start`` (wrapping; of more
+        than ``capacity`` rows the last ``capacity`` stay); ``ring`` is where it stands now."""
+        ...
+
+    def reset(self) -> None:
+        """Every row is gone (the buffer was cleared)."""
+        ...
 
 
 def check_sampler(sampler: Any, argument: str = "sampler") -> Sampler:
@@ -190,6 +227,11 @@ class WindowSampler(ABC):
     def trajectories(self) -> TrajectoryTable:
         """The trajectories windows are drawn from, sorted by env, then time."""
 
+    def spans(self) -> RowSpans | None:
+        """Where each stored row sits in its trajectory, for a sampler that draws windows
+        through their rows; None when the trajectories are not rows of a ring."""
+        return None
+
     @abstractmethod
     def _starts(
         self, count: int, need: int, generator: torch.Generator
@@ -274,6 +316,9 @@ class OnlineWindows(WindowSampler):
 
     def trajectories(self) -> TrajectoryTable:
         return self._boundaries.table()
+
+    def spans(self) -> RowSpans:
+        return self._boundaries
 
     def _starts(
         self, count: int, need: int, generator: torch.Generator

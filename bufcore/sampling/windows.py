@@ -66,6 +66,19 @@ class TrajectorySource(Protocol):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
 
+class RowSpans(Protocol):
+    """Where each stored row sits in its trajectory
+    (:class:`bufcore.sampling.boundaries.OnlineBoundaries`): what a sampler that draws windows
+    through their rows needs (the prioritized sampler)."""
+
+    def table(self) -> TrajectoryTable: ...
+
+    def row_spans(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Absolute time of each flat row, and the first and last absolute time of its
+        trajectory (inclusive)."""
+        ...
+
+
 def check_weighting(weighting: object) -> Weighting:
     """``weighting`` if it is ``"trajectory"`` or ``"window"``.
 

@@ -213,3 +213,24 @@ class TensorRows:
     def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
         for path, dest in dests.items():
             dest.copy_(self._arrays[path])
+
+
+class RowsWithout:
+    """A :class:`RowSource` with some of its leaves taken out of it (a buffer's sampler state,
+    saved beside the rows and read apart); what remains reads as before.
+
+    Args:
+        source: The rows.
+        paths: Leaves of ``source`` to take out.
+    """
+
+    def __init__(self, source: RowSource, paths: Iterable[KeyPath]) -> None:
+        dropped = frozenset(paths)
+        self._source = source
+        self.spec: Spec = {p: leaf for p, leaf in source.spec.items() if p not in dropped}
+        self.env_count = source.env_count
+        self.count = source.count
+        self.absent = source.absent - dropped
+
+    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
+        self._source.read_into(dests)

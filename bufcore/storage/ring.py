@@ -18,6 +18,13 @@ anything, and the write stages what could still fail (the first allocation, devi
 sources that share memory with the rows) before its first copy, so a bad batch never leaves the
 storage half-written.
 
+Each time row also counts how often it was written (:attr:`RingStorage.writes`, on the CPU,
+kept across :meth:`RingStorage.clear`): a prioritized sampler's draw records the counts of the
+rows it drew, and an update of their priorities skips the rows whose count has moved on since,
+i.e. rows overwritten by newer data (DI-engine checks a unique id string per item instead).
+Needed by ``tests/buffers/test_prioritized.py::test_updates_skip_rows_overwritten_since_they_
+were_drawn`` and ``::test_updates_after_a_clear_change_nothing``.
+
 Saved rows come back through :meth:`RingStorage.restore` from a :class:`RowSource` (a checkpoint
 being read, or episodes being laid end to end), which copies them straight into the freshly
 allocated rows; :meth:`RingStorage.rows` gives the filled rows to save.
@@ -92,6 +99,7 @@ class RingStorage:
         self._flat_views: dict[KeyPath, torch.Tensor] = {}
         self._columns: dict[KeyPath, np.ndarray] | None = None
         self._outputs = OutputPool(device)
+        self._writes = np.empty(0, dtype=np.int64)
 
     # ------------------------------------------------------------------ state
     def __len__(self) -> int:
@@ -124,6 +132,12 @@ class RingStorage:
         """
         self._loaded([path], "viewing the rows")
         return self._views[path]
+
+    @property
+    def writes(self) -> torch.Tensor:
+        """Live int64 ``[capacity]`` CPU tensor: how many times each time row was written
+        (restored rows count once); empty before the first write. Read only."""
+        return torch.from_numpy(self._writes)
 
     @property
     def nbytes(self) -> int:
@@ -196,6 +210,8 @@ class RingStorage:
             self._copy(path, start, src[:first])
             if kept > first:
                 self._copy(path, 0, src[first:])
+        self._writes[start : start + first] += 1
+        self._writes[: kept - first] += 1
         self.is_full = self.is_full or self.cursor + n >= cap
         self.cursor = (self.cursor + n) % cap
 
@@ -242,11 +258,13 @@ class RingStorage:
         self.check_size(present, env_count)
         envs = env_count or 1
         packed = pack_leaves(present, self.capacity, envs, self.batch_dims, self.device)
+        writes = np.zeros(self.capacity, dtype=np.int64)  # numpy: a write adds in ~1 us
         lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, envs)
         self.spec = dict(spec)
         self.absent = frozenset(absent) & frozenset(spec)
         self.env_count = env_count
         self._rows = packed.rows
+        self._writes = writes
         self._offsets = packed.offsets
         self._flat_views = packed.flat_views
         self._columns = packed.columns
@@ -301,6 +319,9 @@ class RingStorage:
             # No autograd: a source that requires grad must not make the rows part of a graph.
             with torch.no_grad():
                 source.read_into({path: view[:count] for path, view in self._views.items()})
+        if self.spec is not None:
+            self._writes[:] = 0
+            self._writes[:count] = 1
         self.cursor = cursor
         self.is_full = is_full
 

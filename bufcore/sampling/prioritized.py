@@ -1,0 +1,580 @@
+"""Prioritized replay (Schaul et al. 2016, REFERENCE §11.3) for the rows and windows of a ring.
+
+Model: every stored row (flat ``time * env_count + env``) has a priority ``p``; it weighs
+``w = p ** alpha``. New rows get the largest priority seen so far (1.0 at first), and
+:meth:`PrioritizedSampler.update` stores ``p + eps``. Trees over the weights
+(:mod:`bufcore.sampling.segment_tree`) give the total, the smallest positive weight and the
+prefix-sum search, so a draw and an update cost O(batch * log rows).
+
+- Rows (``DictBuffer``): each draw is row ``i`` with probability ``w_i / sum(w)``, i.i.d.
+- Windows (the online buffer): every valid window (``need`` rows of one trajectory, as for the
+  uniform window sampler) is an item whose priority comes from its rows' priorities, ``"max"``
+  (the default, as torchrl's ``PrioritizedSliceSampler`` reduces a slice) or ``"mean"``; it
+  weighs ``priority ** alpha``. A draw proposes a row from the tree and a uniform position of
+  it inside a window, and accepts the window with probability
+  ``weight / sum(weights of its rows)`` (never above 1: ``max(p) ** alpha`` and
+  ``mean(p) ** alpha`` are at most that sum), which is exact rejection sampling: a window is
+  proposed in proportion to that sum, so accepted windows come in proportion to their weight.
+  After a few rounds the rest come from an exact draw over every valid window.
+
+Importance weights ``(w_i / w_min) ** -beta`` (equal to ``(N P(i) / (N P_min)) ** -beta``)
+come with every draw in :attr:`SampleIndex.weights`, one per row (a window's weight repeated
+over its rows). For rows, ``w_min`` is the smallest positive weight held. For windows it is the
+smallest positive row weight held, as torchrl's slice sampler has it: weights are exact up to
+one factor common to the whole batch, and at most 1 (a window weighs at least its lightest
+row's weight, unless it averages in rows of priority 0). ``beta`` anneals with each draw: draw
+``k`` (from 0) uses ``min(1, beta + k * (1 - beta) / anneal_steps)``, the value DI-engine's
+repeated increment reaches without its rounding drift.
+
+The sampler keeps the priorities of the rows its buffer holds, so one sampler serves one
+buffer; the buffer tells it about writes (:class:`~bufcore.sampling.samplers.FollowsWrites`)
+and skips updates of rows overwritten since they were drawn (their write counts differ). Trees
+and priorities live on the CPU in numpy, whatever the buffer's device.
+
+Needed by (DESIGN rule 5): undoing a window draw's proposals when it raises:
+``tests/buffers/test_prioritized.py::test_no_window_long_enough_raises_and_keeps_the_stream``;
+the exact fallback after the rejection rounds: its ``exact`` chi-square test there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+
+from bufcore.checks import check_choice, check_int, check_real
+from bufcore.fields import Field
+from bufcore.rng import undone_on_error
+from bufcore.sampling.index import SampleIndex
+from bufcore.sampling.samplers import RingPosition, WindowRequest
+from bufcore.sampling.segment_tree import (
+    MinTree,
+    SumTree,
+    check_leaf_index,
+    check_weights,
+    last_writes,
+)
+from bufcore.sampling.windows import (
+    RowSpans,
+    draw_categorical,
+    no_eligible_message,
+    start_counts,
+    table_position,
+    window_index,
+)
+
+Reduction = Literal["max", "mean"]
+REDUCTIONS: tuple[Reduction, ...] = ("max", "mean")
+_OPTIONS = ("alpha", "beta", "anneal_steps", "eps", "reduction")
+# Rejection rounds before the rest of a window draw comes from the exact draw over all windows.
+_ROUNDS = 4
+_UNBOUND = "sampler: no rows yet (it learns the ring's shape at its buffer's first write)"
+
+
+class PrioritizedSampler:
+    """Draws rows or windows in proportion to ``priority ** alpha``, with importance weights.
+
+    See the module docstring for the model. Pass one to a buffer (``DictBuffer(...,
+    sampler=PrioritizedSampler())`` or ``TrajectoryDictBufferMultiDim(..., sampler=...)``) and
+    give it new priorities with the buffer's ``update_priority``.
+
+    Args:
+        alpha: How much priorities count (0: uniform over rows with a positive priority).
+        beta: Importance-weight exponent of the first draw, in ``[0, 1]``.
+        anneal_steps: Draws over which ``beta`` rises linearly to 1; None keeps it fixed.
+        eps: Added to every updated priority (DI-engine's 1e-5 by default), so that an item
+            whose TD error is 0 can still be drawn; 0 lets a priority of 0 exclude an item.
+        reduction: A window's priority from its rows' ones: ``"max"`` or ``"mean"``.
+
+    Raises:
+        TypeError: an option of the wrong type.
+        ValueError: ``alpha`` or ``eps`` negative or not finite, ``beta`` outside ``[0, 1]``,
+            ``anneal_steps`` below 1, or an unknown reduction.
+    """
+
+    kind: ClassVar[str] = "prioritized"
+    # The per-row tensors its state holds (saved as rows of the buffer's checkpoint).
+    row_tensors: ClassVar[tuple[str, ...]] = ("priority",)
+
+    def __init__(
+        self,
+        *,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        anneal_steps: int | None = 100_000,
+        eps: float = 1e-5,
+        reduction: Reduction = "max",
+    ) -> None:
+        self._alpha = check_real(alpha, "alpha", minimum=0.0)
+        self._beta = check_real(beta, "beta", minimum=0.0, maximum=1.0)
+        self._anneal_steps = (
+            None if anneal_steps is None else check_int(anneal_steps, "anneal_steps", minimum=1)
+        )
+        self._eps = check_real(eps, "eps", minimum=0.0)
+        self._reduction: Reduction = check_choice(reduction, "reduction", REDUCTIONS)
+        self._max_priority = 1.0
+        self._steps = 0
+        self._shape: tuple[int, int] | None = None
+        self._held = 0
+        self._pair: tuple[SumTree, MinTree] | None = None  # made by bind
+        self._priority = np.zeros(0)
+        self._scratch = np.zeros(0, dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return (
+            f"PrioritizedSampler(alpha={self._alpha}, beta={self._beta}, "
+            f"anneal_steps={self._anneal_steps}, eps={self._eps}, "
+            f"reduction={self._reduction!r})"
+        )
+
+    # ------------------------------------------------------------- options
+    @property
+    def alpha(self) -> float:
+        """How much priorities count: a row weighs ``priority ** alpha``."""
+        return self._alpha
+
+    @property
+    def anneal_steps(self) -> int | None:
+        """Draws over which ``beta`` rises to 1 (None: it stays)."""
+        return self._anneal_steps
+
+    @property
+    def eps(self) -> float:
+        """What an update adds to every priority."""
+        return self._eps
+
+    @property
+    def reduction(self) -> Reduction:
+        """A window's priority from its rows' ones: ``"max"`` or ``"mean"``."""
+        return self._reduction
+
+    @property
+    def beta(self) -> float:
+        """The importance-weight exponent the next draw uses (annealed, see the module
+        docstring)."""
+        if self._anneal_steps is None:
+            return self._beta
+        return min(1.0, self._beta + self._steps * (1.0 - self._beta) / self._anneal_steps)
+
+    @property
+    def steps(self) -> int:
+        """Draws so far (what anneals ``beta``); settable, e.g. to resume an annealing.
+
+        Raises:
+            TypeError: (setting) not an int.
+            ValueError: (setting) negative.
+        """
+        return self._steps
+
+    @steps.setter
+    def steps(self, value: int) -> None:
+        self._steps = check_int(value, "steps", minimum=0)
+
+    @property
+    def max_priority(self) -> float:
+        """The largest priority given so far (before ``eps``): what a new row gets."""
+        return self._max_priority
+
+    def config(self) -> dict[str, Any]:
+        """The constructor's options, as plain data."""
+        return {
+            "alpha": self._alpha,
+            "beta": self._beta,
+            "anneal_steps": self._anneal_steps,
+            "eps": self._eps,
+            "reduction": self._reduction,
+        }
+
+    # ---------------------------------------------------------- following writes
+    def bind(self, capacity: int, env_count: int) -> None:
+        """Allocate the trees for a ring of ``capacity`` time rows of ``env_count`` envs
+        (nothing changes when they exist already for that shape).
+
+        Raises:
+            ValueError: bound to a ring of another shape (a sampler serves one buffer).
+            MemoryError: the trees cannot be allocated (nothing changes).
+        """
+        shape = (check_int(capacity, "capacity", minimum=1), check_int(env_count, "env_count",
+                                                                        minimum=1))
+        if self._shape == shape:
+            return
+        if self._shape is not None:
+            raise ValueError(
+                f"sampler: holds the priorities of a ring of {self._shape[0]} time rows of "
+                f"{self._shape[1]} envs, not {shape[0]} of {shape[1]} (a sampler serves one "
+                "buffer)"
+            )
+        leaves = shape[0] * shape[1]
+        sums, minima = SumTree(leaves), MinTree(leaves)
+        priority = np.zeros(leaves)
+        scratch = np.full(leaves, -1, dtype=np.int64)
+        self._pair, self._priority, self._scratch = (sums, minima), priority, scratch
+        self._shape = shape
+
+    def written(self, ring: RingPosition, start: int, count: int) -> None:
+        """New rows get the largest priority seen so far (see
+        :class:`~bufcore.sampling.samplers.FollowsWrites`)."""
+        sums, minima = self._trees()
+        capacity, envs = self._bound_shape()
+        kept = min(count, capacity)
+        first = (start + count - kept) % capacity
+        stored = self._max_priority
+        weight = self._weights(np.array([stored]))[0]
+        for low, high in ((first, min(first + kept, capacity)), (0, first + kept - capacity)):
+            if high > low:
+                size = (high - low) * envs
+                self._priority[low * envs : high * envs] = stored
+                sums._set_range_checked(low * envs, np.full(size, weight))
+                minima._set_range_checked(low * envs, np.full(size, weight))
+        self._held = ring.length * ring.env_count
+
+    def reset(self) -> None:
+        """Forget every row's priority, and the largest priority (back to 1.0, as DI-engine's
+        ``clear``); the annealing of beta goes on."""
+        if self._pair is not None:
+            for tree in self._pair:
+                tree.clear()
+            self._priority[:] = 0.0
+        self._held = 0
+        self._max_priority = 1.0
+
+    def adopt(self, ring: RingPosition | None) -> None:
+        """Forget every row and hold ``ring``'s rows anew, each at the largest priority (the
+        rows of a buffer were replaced by a state that saved no priorities); None: no rows
+        yet (the next first write binds the sampler again). Options, the largest priority and
+        the annealing of beta stay.
+
+        Raises:
+            MemoryError: the trees cannot be allocated (nothing changes).
+        """
+        if ring is None:
+            self._shape, self._pair, self._held = None, None, 0
+            return
+        shape = self._shape
+        self._shape = None
+        try:
+            self.bind(ring.capacity, ring.env_count)
+        except BaseException:
+            self._shape = shape
+            raise
+        self.written(ring, 0, ring.length)
+
+    def _bound_shape(self) -> tuple[int, int]:
+        """Raises:
+        ValueError: not bound yet.
+        """
+        if self._shape is None:
+            raise ValueError(_UNBOUND)
+        return self._shape
+
+    def _trees(self) -> tuple[SumTree, MinTree]:
+        """Raises:
+        ValueError: not bound yet.
+        """
+        if self._pair is None:
+            raise ValueError(_UNBOUND)
+        return self._pair
+
+    def _weights(self, stored: np.ndarray) -> np.ndarray:
+        """Tree weights ``p ** alpha`` of stored priorities (a zero priority weighs 0, also at
+        ``alpha`` 0).
+
+        Raises:
+            ValueError: a weight too large for the trees' sums to stay finite.
+        """
+        weights: np.ndarray = np.power(stored, self._alpha)
+        if self._alpha == 0:
+            weights = weights * (stored > 0)
+        sums, _ = self._trees()
+        if len(weights) and not weights.max() <= sums.max_leaf:
+            raise ValueError(
+                f"priority: expected priority ** alpha <= {sums.max_leaf:.6g} (the trees' sums "
+                f"must stay finite), got {weights.max()}"
+            )
+        return weights
+
+    # ------------------------------------------------------------- priorities
+    def priorities(self) -> torch.Tensor:
+        """The priorities of the held rows as stored (``p + eps``, or the max priority of a row
+        never updated), float64 ``[held]`` in flat physical row order (a copy)."""
+        return torch.from_numpy(self._priority[: self._held].copy())
+
+    def update(self, rows: Any, priority: Any, *, keep: Any = None) -> int:
+        """Set the priorities of flat storage ``rows``: ``p + eps`` each.
+
+        A repeated row keeps its last value. The largest priority seen grows with the new ones
+        (before ``eps``, as in DI-engine). Nothing changes unless every input is valid.
+
+        Args:
+            rows: Flat physical rows (``time * env_count + env``), as a ``SampleIndex`` gives.
+            priority: One non-negative value per row (a TD error's magnitude, say).
+            keep: Optional bool mask of the entries to apply (the buffer leaves out rows
+                overwritten since they were drawn).
+
+        Returns:
+            How many entries were applied.
+
+        Raises:
+            TypeError: rows that are not integers, or priorities that are not real numbers.
+            IndexError: a row outside the held ones.
+            ValueError: not one priority per row, a priority NaN, infinite or negative, one
+                whose weight would overflow the trees, or an update that would leave every
+                held row with weight 0.
+        """
+        sums, minima = self._trees()
+        flat = check_leaf_index(rows, len(sums), "index")
+        values = check_weights(priority, len(flat), "priority")
+        if keep is not None:
+            mask = np.asarray(keep, dtype=bool).reshape(-1)
+            if mask.shape != flat.shape:
+                raise ValueError(
+                    f"keep: expected one flag per row ({len(flat)}), got {mask.size}"
+                )
+            flat, values = flat[mask], values[mask]
+        if len(flat) and flat.max() >= self._held:
+            raise IndexError(
+                f"index: expected rows in [0, {self._held}) (the held ones), got {flat.max()}"
+            )
+        applied = len(flat)
+        if applied == 0:
+            return 0
+        kept = last_writes(flat, self._scratch)
+        flat, values = flat[kept], values[kept]
+        stored = values + self._eps
+        weights = self._weights(stored)
+        if not weights.any() and not self._positive_outside(flat, sums):
+            raise ValueError(
+                "priority: the update would give every held row weight 0 (nothing could be "
+                "drawn)"
+            )
+        self._priority[flat] = stored
+        sums._set_checked(flat, weights)
+        minima._set_checked(flat, weights)
+        self._max_priority = max(self._max_priority, float(values.max()))
+        return applied
+
+    def _positive_outside(self, rows: np.ndarray, sums: SumTree) -> bool:
+        """Whether a held row outside ``rows`` has a positive weight: an update giving
+        ``rows`` weight 0 leaves something to draw (O(held); only all-zero updates ask)."""
+        mask = np.zeros(self._held, dtype=bool)
+        mask[rows] = True
+        return bool((sums._leaves(np.flatnonzero(~mask)) > 0).any())
+
+    # ----------------------------------------------------------------- drawing
+    def draw(
+        self,
+        ring: RingPosition,
+        count: int,
+        generator: torch.Generator,
+        *,
+        window: WindowRequest | None = None,
+    ) -> SampleIndex:
+        """``count`` rows, or ``count`` windows (slice-major rows), with importance weights.
+
+        Raises:
+            ValueError: no rows yet, every held row has weight 0, or (windows) no spans
+                given, no trajectory long enough or every long enough window has weight 0.
+        """
+        sums, minima = self._trees()
+        if not sums.total > 0:
+            raise ValueError("cannot sample: every held row has priority zero")
+        device = generator.device
+        if window is None:
+            targets = _uniform(count, generator) * sums.total
+            rows, weights = sums._find_checked(targets)
+            index = SampleIndex(
+                _on(torch.from_numpy(rows), device),
+                ring.env_count,
+                weights=self._importance(weights, minima, device),
+            )
+        else:
+            index = self._draw_windows(ring, count, generator, window)
+        self._steps += 1
+        return index
+
+    def _importance(
+        self, weights: np.ndarray, minima: MinTree, device: torch.device
+    ) -> torch.Tensor:
+        """``(w / w_min) ** -beta`` as float32 on ``device``."""
+        ratio = weights / minima.minimum
+        np.power(ratio, -self.beta, out=ratio)
+        return _on(torch.from_numpy(ratio.astype(np.float32)), device)
+
+    def _draw_windows(
+        self, ring: RingPosition, count: int, generator: torch.Generator, window: WindowRequest
+    ) -> SampleIndex:
+        spans = window.spans
+        if spans is None:
+            raise ValueError("PrioritizedSampler: a window draw needs the ring's row spans")
+        _, minima = self._trees()
+        with undone_on_error(generator, argument="count"):
+            start, env, weights = self._window_starts(ring, count, generator, window, spans)
+        device = generator.device
+        start_t = torch.from_numpy(start).to(device)
+        env_t = torch.from_numpy(env).to(device)
+        rows = window_index(
+            start_t, env_t, length=window.length, capacity=ring.capacity,
+            env_count=ring.env_count,
+        )
+        located = table_position(spans.table(), start_t, env_t) if window.locate else None
+        importance = self._importance(weights, minima, device)
+        return SampleIndex(
+            rows, ring.env_count, located,
+            importance.repeat_interleave(window.length),
+        )
+
+    def _window_weights(
+        self, start: np.ndarray, env: np.ndarray, ring: RingPosition, length: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For windows at absolute ``start`` times of ``env``: their weight, and the sum of
+        their rows' weights."""
+        sums, _ = self._trees()
+        offsets = np.arange(length)
+        rows = (start[:, None] + offsets) % ring.capacity * ring.env_count + env[:, None]
+        rows_weights = sums._leaves(rows)
+        if self._reduction == "max":
+            weight = rows_weights.max(axis=1)
+        else:
+            weight = self._weights(self._priority[rows].mean(axis=1))
+        return weight, rows_weights.sum(axis=1)
+
+    def _window_starts(
+        self,
+        ring: RingPosition,
+        count: int,
+        generator: torch.Generator,
+        window: WindowRequest,
+        spans: RowSpans,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``count`` window starts (absolute time, env) and weights, by rejection, then
+        exactly (see the module docstring)."""
+        sums, _ = self._trees()
+        length, need = window.length, window.need
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        remaining = count
+        proposals = count * length + 8
+        for _ in range(_ROUNDS):
+            rows, _ = sums._find_checked(_uniform(proposals, generator) * sums.total)
+            position = np.floor(_uniform(proposals, generator) * length).astype(np.int64)
+            accept = _uniform(proposals, generator)
+            time, first, last = (
+                part.cpu().numpy()
+                for part in spans.row_spans(torch.from_numpy(rows).to(generator.device))
+            )
+            start = time - position
+            env = rows % ring.env_count
+            weight, rows_weight = self._window_weights(start, env, ring, length)
+            accepted = np.flatnonzero(
+                (start >= first) & (start + need - 1 <= last) & (accept * rows_weight < weight)
+            )
+            take = accepted[:remaining]
+            found.append((start[take], env[take], weight[take]))
+            remaining -= len(take)
+            if remaining == 0:
+                break
+            rate = max(len(accepted) / proposals, 1 / (4 * length * length))
+            proposals = int(remaining / rate * 1.25) + 8
+        if remaining:
+            found.append(self._exact_starts(ring, remaining, generator, window, spans))
+        start, env, weight = (np.concatenate(parts) for parts in zip(*found, strict=True))
+        return start, env, weight
+
+    def _exact_starts(
+        self,
+        ring: RingPosition,
+        count: int,
+        generator: torch.Generator,
+        window: WindowRequest,
+        spans: RowSpans,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``count`` windows drawn exactly over every valid one (O(rows * length)).
+
+        Raises:
+            ValueError: no trajectory has ``need`` rows, or every valid window weighs 0.
+        """
+        table = spans.table()
+        counts = start_counts(table.lengths, window.need).cpu()
+        if not bool((counts > 0).any()):
+            raise ValueError(no_eligible_message(table, window.need, count))
+        total = int(counts.sum())
+        first = torch.repeat_interleave(table.start.cpu(), counts, output_size=total)
+        before = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts,
+                                         output_size=total)
+        start = (first + torch.arange(total) - before).numpy()
+        env = torch.repeat_interleave(table.env.cpu(), counts, output_size=total).numpy()
+        weight, _ = self._window_weights(start, env, ring, window.length)
+        if not weight.any():
+            raise ValueError(
+                f"cannot sample: every window of {window.need} rows has priority zero"
+            )
+        chosen = draw_categorical(torch.from_numpy(weight), count, _cpu(generator)).numpy()
+        return start[chosen], env[chosen], weight[chosen]
+
+    # ------------------------------------------------------------ state idiom
+    def state_dict(self) -> dict[str, Any]:
+        """``config`` (the options), ``state`` (max priority, draws so far) and ``tensors``
+        (``priority``: the held rows' stored priorities, a float64 copy in flat row order)."""
+        return {
+            "config": self.config(),
+            "state": {"max_priority": self._max_priority, "steps": self._steps},
+            "tensors": {"priority": self.priorities()},
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> PrioritizedSampler:
+        """A sampler with the options and scalar state of ``state`` (what :meth:`state_dict`
+        gave); the priorities come with :meth:`load_rows` once it is bound.
+
+        Raises:
+            StateError: a field is missing or malformed (names it).
+        """
+        field = Field(state, "state['sampler']", part="state")
+        config = field.key("config")
+        try:
+            sampler = cls(**{name: config.key(name).value for name in _OPTIONS})
+        except (TypeError, ValueError) as err:
+            raise config.error(str(err)) from err
+        scalars = field.key("state")
+        sampler._max_priority = scalars.key("max_priority").real(minimum=0.0)
+        sampler._steps = scalars.key("steps").integer(minimum=0)
+        return sampler
+
+    def load_rows(self, ring: RingPosition, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Take back the held rows' priorities (``tensors["priority"]``, flat, as
+        :meth:`state_dict` gave them) for a bound sampler whose ring stands at ``ring``.
+
+        Raises:
+            ValueError: not one finite, non-negative priority per held row (nothing changes).
+        """
+        sums, minima = self._trees()
+        held = ring.length * ring.env_count
+        stored = check_weights(tensors["priority"], held, "priority")
+        weights = self._weights(stored)
+        self._priority[:held] = stored
+        sums._set_range_checked(0, weights)
+        minima._set_range_checked(0, weights)
+        self._held = held
+
+
+def _uniform(count: int, generator: torch.Generator) -> np.ndarray:
+    """``count`` float64 uniforms in ``[0, 1)`` from ``generator``, as a numpy array."""
+    draw = torch.rand(count, dtype=torch.float64, generator=generator, device=generator.device)
+    return draw.cpu().numpy()
+
+
+def _on(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` (on the CPU) on ``device``; no call at all for the CPU (a no-op ``to``
+    still costs microseconds per draw)."""
+    return tensor if device.type == "cpu" else tensor.to(device)
+
+
+def _cpu(generator: torch.Generator) -> torch.Generator:
+    """``generator`` if it is a CPU one, else a CPU generator seeded from its stream (the exact
+    window draw runs on the CPU, where the priorities are)."""
+    if generator.device.type == "cpu":
+        return generator
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+    return torch.Generator().manual_seed(seed)
+

@@ -1,0 +1,433 @@
+"""Sum and min segment trees over float64 leaves, for prioritized sampling (DESIGN §2 decision 10).
+
+Each tree is a complete binary heap in one float64 array: node 1 is the root, node ``i`` has the
+children ``2i`` and ``2i + 1``, and the leaves are the nodes ``[size, 2 * size)``, ``size`` being
+the capacity rounded up to a power of two (the padding leaves hold the neutral value, so any
+capacity works). :class:`SumTree` sums its leaves and finds the leaf where a prefix sum falls;
+:class:`MinTree` gives the smallest *positive* leaf (a zero leaf is an empty slot, as an item
+given priority 0 is in DI-engine's trees).
+
+How it stays exact and fast:
+
+- A node is always recomputed from its two children, never adjusted by a difference. The
+  internal nodes are therefore a pure function of the leaves: no error accumulates however
+  many updates come (the root is a pairwise sum of the leaves, within ``depth`` roundings of
+  the exact sum), :meth:`SegmentTree.rebuild` gives the very same array, and a node above two
+  updated leaves gets the same value whichever of them is processed last, so a batch needs no
+  sort. Duplicate leaves in one :meth:`~SegmentTree.set` are resolved once, last write wins.
+- Every batch operation is a few whole-batch numpy operations per tree level, never a Python
+  loop over items. At a batch of ~1,000 an operation costs about a microsecond, so the count of
+  operations is the cost. An update walks the updated leaves' paths only through the levels
+  that have many more nodes than the batch (a gather of each child, one combine, one scatter
+  per level) and recomputes the levels above whole from strided slices, without index arrays.
+  A search takes one gather, one comparison and three in-place updates per level for the
+  whole batch, branch-free: a ``searchsorted`` over the top levels' cumulative sums was no
+  faster (its binary search mispredicts a branch per step on random targets), nor were 8-ary
+  nodes (numpy reduces along short axes slowly) or one array interleaving sums and minima.
+  numpy rather than torch: a torch operation on the CPU costs several microseconds at these
+  sizes.
+
+The search returns, for each target ``x``, the leaf ``i`` with
+``cumsum(leaves[:i]) <= x < cumsum(leaves[:i + 1])``, so a zero leaf is never returned. Where
+rounding (a target at or beyond the total, REFERENCE §11.4's "target equals total", or a
+residual that rounds past the node it descends into) would land on a zero leaf, the search
+returns the last positive leaf before it instead: the one the target belongs to.
+
+The ``_``-methods taking numpy arrays skip the checks, for
+:class:`~bufcore.sampling.prioritized.PrioritizedSampler`, which checks its inputs once.
+
+Needed by: ``tests/sampling/test_segment_tree.py`` (the model test, the §11.4 numbers, the
+drift test) and ``python -m bench.prioritized`` (sample + update steps per second).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from bufcore.checks import check_int
+from bufcore.tree import real_values, to_tensor
+
+# An update recomputes whole every level of at most this many nodes, or twice the batch: a
+# strided pass over them costs less than walking the batch's paths through them.
+_WHOLE_LEVEL = 4096
+# Leaves at most this many: capacities beyond any storage's rows are refused up front.
+MAX_LEAVES = 2**40
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
+
+def check_leaf_index(index: Any, count: int, argument: str = "index") -> np.ndarray:
+    """``index`` as a 1-D int64 numpy array of leaves in ``[0, count)``.
+
+    Takes an int, a list, a numpy array or a tensor (on any device).
+
+    Raises:
+        TypeError: not integers (floats, bools, strings).
+        IndexError: an index outside ``[0, count)``.
+    """
+    if isinstance(index, np.ndarray) and index.dtype == np.int64:
+        flat = index.reshape(-1)  # the fast path: what the buffers pass
+    else:
+        tensor = to_tensor(index, argument)
+        if tensor.numel() == 0:
+            return np.empty(0, dtype=np.int64)  # `[]` has no integer dtype; nothing to check
+        if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
+            raise TypeError(f"{argument}: expected integer indices, got dtype {tensor.dtype}")
+        wide = tensor.detach().reshape(-1).cpu()
+        if wide.dtype == torch.uint64:
+            # torch has no comparisons for uint64; values past int64 are out of range anyway.
+            wide = wide.to(torch.float64)
+        if bool(((wide < 0) | (wide >= count)).any()):
+            position = int(((wide < 0) | (wide >= count)).nonzero()[0, 0])
+            raise IndexError(
+                f"{argument}: expected indices in [0, {count}), got {wide[position].item()} at "
+                f"position {position}"
+            )
+        flat = wide.to(torch.int64).numpy()
+    if len(flat) and (flat.min() < 0 or flat.max() >= count):
+        position = int(np.flatnonzero((flat < 0) | (flat >= count))[0])
+        raise IndexError(
+            f"{argument}: expected indices in [0, {count}), got {flat[position]} at position "
+            f"{position}"
+        )
+    return flat
+
+
+def check_weights(values: Any, count: int, argument: str = "values") -> np.ndarray:
+    """``values`` as a float64 numpy array of ``count`` finite, non-negative numbers (a single
+    number is repeated ``count`` times).
+
+    Raises:
+        TypeError: not real numbers (bools, complex, strings).
+        ValueError: not one value per index, or a value NaN, infinite or negative.
+    """
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim:
+        flat = values.reshape(-1)  # the fast paths: what the buffers and training loops pass
+    elif (
+        isinstance(values, torch.Tensor)
+        and values.dtype == torch.float64
+        and values.device.type == "cpu"
+        and values.ndim
+    ):
+        flat = values.detach().reshape(-1).numpy()
+    else:
+        tensor = real_values(values, argument).detach()
+        if tensor.ndim == 0:
+            tensor = tensor.expand(count)
+        flat = tensor.reshape(-1).cpu().numpy()
+    if len(flat) != count:
+        raise ValueError(
+            f"{argument}: expected one value per index ({count}), got {len(flat)} values"
+        )
+    bad = ~(np.isfinite(flat) & (flat >= 0))
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{argument}: expected finite values >= 0, got {flat[position]} at position "
+            f"{position}"
+        )
+    return flat
+
+
+def last_writes(index: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """Positions of ``index`` that are the last occurrence of their value (last write wins).
+
+    ``scratch`` is an int64 array longer than the largest index, all -1, and left so:
+    ``np.maximum.at`` is unbuffered, so each index keeps its largest position there (a few
+    microseconds for a batch of 1,000, where a sort takes tens).
+    """
+    if len(index) < 2:
+        return np.ones(len(index), dtype=bool)
+    order = np.arange(len(index))
+    np.maximum.at(scratch, index, order)
+    kept: np.ndarray = scratch[index] == order
+    scratch[index] = -1
+    return kept
+
+
+class SegmentTree(ABC):
+    """A binary tree over ``capacity`` float64 leaves whose nodes combine their children.
+
+    Leaves start at 0. Values must be finite and non-negative, and at most
+    :attr:`max_leaf`, so that no sum overflows.
+
+    Args:
+        capacity: Leaves (any count from 1).
+
+    Raises:
+        TypeError: ``capacity`` is not an int.
+        ValueError: ``capacity`` is outside ``[1, 2**40]``.
+    """
+
+    # What an empty slot holds, and how two nodes combine.
+    _neutral: ClassVar[float]
+    _combine: ClassVar[np.ufunc]
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = check_int(capacity, "capacity", minimum=1, maximum=MAX_LEAVES)
+        self._depth = (self.capacity - 1).bit_length()
+        self._size = 1 << self._depth
+        self._tree = np.full(2 * self._size, self._neutral, dtype=np.float64)
+        self._scratch: np.ndarray | None = None  # for last_writes, made on the first set
+
+    def __len__(self) -> int:
+        return self.capacity
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(capacity={self.capacity})"
+
+    @property
+    def max_leaf(self) -> float:
+        """The largest value a leaf may hold: even with every leaf there, the sum stays
+        finite."""
+        return _FLOAT_MAX / (2 * self._size)
+
+    @abstractmethod
+    def _stored(self, values: np.ndarray) -> np.ndarray:
+        """Leaf values as the tree stores them."""
+
+    @abstractmethod
+    def _shown(self, stored: np.ndarray) -> np.ndarray:
+        """Stored leaves as the values they were set to."""
+
+    # ----------------------------------------------------------------- reading
+    def __getitem__(self, index: Any) -> np.ndarray:
+        """The values of the leaves at ``index`` (an int or integer array), as a 1-D array.
+
+        Raises:
+            TypeError: not integers.
+            IndexError: an index outside ``[0, capacity)``.
+        """
+        leaves = check_leaf_index(index, self.capacity)
+        return self._shown(self._tree[leaves + self._size])
+
+    def _leaves(self, leaves: np.ndarray) -> np.ndarray:
+        """Stored values at int64 ``leaves`` known to be in range (no checks: the sampler's
+        fast path; any shape)."""
+        stored: np.ndarray = self._tree[leaves + self._size]
+        return stored
+
+    def values(self) -> np.ndarray:
+        """A copy of every leaf's value, ``[capacity]``."""
+        return self._shown(self._tree[self._size : self._size + self.capacity])
+
+    def reduce(self, start: int = 0, end: int | None = None) -> float:
+        """The combination of the leaves ``[start, end)`` (``end`` None: to the last leaf).
+
+        An empty range gives the neutral value (0 for a sum, ``inf`` for a minimum).
+
+        Raises:
+            TypeError: bounds that are not ints.
+            ValueError: not ``0 <= start <= end <= capacity``.
+        """
+        stop = self.capacity if end is None else check_int(end, "end", maximum=self.capacity)
+        begin = check_int(start, "start", minimum=0, maximum=stop)
+        if begin == 0 and stop == self.capacity:
+            return float(self._tree[1])
+        tree, combine = self._tree, self._combine
+        result = self._neutral
+        low, high = begin + self._size, stop + self._size
+        while low < high:
+            if low & 1:
+                result = float(combine(result, tree[low]))
+                low += 1
+            if high & 1:
+                high -= 1
+                result = float(combine(result, tree[high]))
+            low >>= 1
+            high >>= 1
+        return result
+
+    # ----------------------------------------------------------------- writing
+    def set(self, index: Any, values: Any) -> None:
+        """Set the leaves at ``index`` to ``values`` (one each, or one for all).
+
+        For a leaf given more than once, the last value wins. Nothing changes unless every
+        index and value is valid.
+
+        Raises:
+            TypeError: indices that are not integers, or values that are not real numbers.
+            IndexError: an index outside ``[0, capacity)``.
+            ValueError: not one value per index, or a value NaN, infinite, negative or above
+                :attr:`max_leaf`.
+        """
+        leaves = check_leaf_index(index, self.capacity)
+        weights = self._checked(values, len(leaves))
+        if self._scratch is None:
+            self._scratch = np.full(self.capacity, -1, dtype=np.int64)
+        kept = last_writes(leaves, self._scratch)
+        self._set_checked(leaves[kept], weights[kept])
+
+    def set_range(self, start: int, values: Any) -> None:
+        """Set the consecutive leaves ``[start, start + len(values))``.
+
+        Raises:
+            TypeError: ``start`` is not an int, or values that are not real numbers.
+            ValueError: the range leaves ``[0, capacity)``, or a value NaN, infinite,
+                negative or above :attr:`max_leaf`.
+        """
+        first = check_int(start, "start", minimum=0, maximum=self.capacity)
+        count = real_values(values, "values").numel()
+        check_int(count, "len(values)", maximum=self.capacity - first)
+        self._set_range_checked(first, self._checked(values, count))
+
+    def clear(self) -> None:
+        """Every leaf back to 0 (in place)."""
+        self._tree[:] = self._neutral
+
+    def rebuild(self) -> None:
+        """Recompute every internal node from the leaves (gives the same array: nodes are
+        never adjusted by differences; see the module docstring)."""
+        self._recompute_levels(self._depth)
+
+    def _checked(self, values: Any, count: int) -> np.ndarray:
+        weights = check_weights(values, count)
+        if count and weights.max() > self.max_leaf:
+            raise ValueError(
+                f"values: expected values <= {self.max_leaf:.6g} (the tree's sum must stay "
+                f"finite), got {weights.max()}"
+            )
+        return weights
+
+    def _set_checked(self, leaves: np.ndarray, values: np.ndarray) -> None:
+        """Set distinct ``leaves`` to checked ``values`` and recompute their ancestors."""
+        if len(leaves) == 0:
+            return
+        tree, combine = self._tree, self._combine
+        node = leaves + self._size
+        tree[node] = self._stored(values)
+        level = self._depth
+        whole = max(_WHOLE_LEVEL, 2 * len(leaves))
+        child = np.empty_like(node)
+        # Walk the paths while the parent level has many more nodes than the batch.
+        while level > 0 and (1 << (level - 1)) > whole:
+            node >>= 1
+            np.left_shift(node, 1, out=child)
+            combined = tree[child]
+            child += 1
+            combine(combined, tree[child], out=combined)
+            tree[node] = combined
+            level -= 1
+        self._recompute_levels(level)
+
+    def _set_range_checked(self, start: int, values: np.ndarray) -> None:
+        """Set the consecutive leaves from ``start`` to checked ``values``; each level's
+        touched nodes are one slice."""
+        if len(values) == 0:
+            return
+        tree, combine = self._tree, self._combine
+        low = start + self._size
+        high = low + len(values)  # exclusive
+        tree[low:high] = self._stored(values)
+        while low > 1:
+            low, high = low >> 1, ((high - 1) >> 1) + 1
+            combine(tree[2 * low : 2 * high : 2], tree[2 * low + 1 : 2 * high : 2],
+                    out=tree[low:high])
+
+    def _recompute_levels(self, level: int) -> None:
+        """Recompute every node above ``level`` (the nodes ``[1, 2**level)``), level by level."""
+        tree, combine = self._tree, self._combine
+        for above in range(level - 1, -1, -1):
+            low, high = 1 << above, 2 << above
+            combine(tree[2 * low : 2 * high : 2], tree[2 * low + 1 : 2 * high : 2],
+                    out=tree[low:high])
+
+
+class SumTree(SegmentTree):
+    """Sum of the leaves, and the prefix-sum search over them (see the module docstring)."""
+
+    _neutral = 0.0
+    _combine = np.add
+
+    def _stored(self, values: np.ndarray) -> np.ndarray:
+        return values
+
+    def _shown(self, stored: np.ndarray) -> np.ndarray:
+        return np.array(stored)
+
+    @property
+    def total(self) -> float:
+        """The sum of every leaf (the root)."""
+        return float(self._tree[1])
+
+    def find(self, targets: Any) -> np.ndarray:
+        """The leaf each prefix sum in ``targets`` falls in: ``i`` with
+        ``cumsum(leaves[:i]) <= x < cumsum(leaves[:i + 1])``, never a zero leaf. A target at
+        or beyond :attr:`total` gives the last positive leaf.
+
+        Raises:
+            TypeError: targets that are not real numbers.
+            ValueError: a target NaN, infinite or negative, or every leaf zero.
+        """
+        checked = real_values(targets, "targets").detach().reshape(-1).cpu().numpy()
+        bad = ~(np.isfinite(checked) & (checked >= 0))
+        if bad.any():
+            position = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"targets: expected finite values >= 0, got {checked[position]} at position "
+                f"{position}"
+            )
+        if not self.total > 0:
+            raise ValueError("targets: cannot search a tree whose leaves are all zero")
+        return self._find_checked(checked.copy())[0]
+
+    def _find_checked(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Leaves and their values for non-negative ``targets`` (overwritten: they become the
+        residuals) in a tree whose total is positive."""
+        tree = self._tree
+        node = np.ones(len(targets), dtype=np.int64)
+        for _ in range(self._depth):
+            node <<= 1
+            left = tree[node]
+            right = targets >= left
+            # Going right subtracts the left sum (a multiply by the 0/1 choice is cheaper
+            # than a masked subtract).
+            left *= right
+            targets -= left
+            node += right
+        values = tree[node]
+        leaves = node - self._size
+        landed_on_zero = values <= 0
+        if landed_on_zero.any():
+            for position in np.flatnonzero(landed_on_zero):
+                leaves[position] = self._positive_before(int(leaves[position]))
+            values = tree[leaves + self._size]
+        return leaves, values
+
+    def _positive_before(self, leaf: int) -> int:
+        """The last positive leaf before the zero leaf ``leaf``.
+
+        A search enters a zero subtree only by going right past a positive left sibling (a
+        left child is entered only when the target is below its sum, so that sum is positive),
+        so such a sibling exists on the way up.
+        """
+        tree = self._tree
+        node = leaf + self._size
+        while not (node & 1 and tree[node - 1] > 0):
+            node >>= 1
+        node -= 1
+        while node < self._size:
+            node = 2 * node + 1 if tree[2 * node + 1] > 0 else 2 * node
+        return node - self._size
+
+
+class MinTree(SegmentTree):
+    """The smallest positive leaf (zero leaves are empty slots; ``inf`` when all are)."""
+
+    _neutral = math.inf
+    _combine = np.minimum
+
+    def _stored(self, values: np.ndarray) -> np.ndarray:
+        return np.where(values > 0, values, math.inf)
+
+    def _shown(self, stored: np.ndarray) -> np.ndarray:
+        return np.where(np.isinf(stored), 0.0, stored)
+
+    @property
+    def minimum(self) -> float:
+        """The smallest positive leaf (the root); ``inf`` when every leaf is zero."""
+        return float(self._tree[1])

@@ -20,7 +20,7 @@ RUN_EDGE = 0.4
 
 def landing_map_figure(
     binned: BinnedMap, cursor: int, starts: np.ndarray, envs: np.ndarray, seq_length: int,
-    *, end_key: str,
+    *, end_key: str, full: bool,
 ) -> go.Figure:
     """The episode-boundary map with each drawn window as a red bar over the time rows it
     covers (in its env), a dot at its start. A window that runs past the ring's last slot
@@ -33,7 +33,7 @@ def landing_map_figure(
     envs = np.asarray(envs, dtype=np.int64)
     if starts.shape != envs.shape:
         raise ValueError(f"envs: expected one per start ({starts.shape}), got {envs.shape}")
-    figure = boundary_map_figure(binned, cursor, end_key=end_key)
+    figure = boundary_map_figure(binned, cursor, end_key=end_key, full=full)
     window, first, last = window_runs(starts, seq_length, binned.time_rows)
     # Each bar spans its cells (a slot's cell is [slot - 0.5, slot + 0.5]), so a run of one
     # slot stays visible; None breaks the line between bars.

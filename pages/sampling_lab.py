@@ -117,7 +117,7 @@ if entry is not None and entry.summary is not None:
             st.plotly_chart(
                 landing_map_figure(
                     boundary_map(flags), summary.cursor, columns["time"][::seq_len],
-                    columns["env"][::seq_len], seq_len, end_key=end_name,
+                    columns["env"][::seq_len], seq_len, end_key=end_name, full=summary.full,
                 ),
                 width="stretch",
             )

@@ -26,7 +26,7 @@ def figure_for(capacity: int, envs: int, starts: list[int], on: list[int],
                seq_length: int) -> go.Figure:
     flags = np.zeros((capacity, envs), dtype=bool)
     return landing_map_figure(boundary_map(flags), 0, np.array(starts), np.array(on),
-                              seq_length, end_key="done")
+                              seq_length, end_key="done", full=True)
 
 
 def test_a_window_of_4_from_slot_5_of_7_covers_slots_5_6_0_1() -> None:

@@ -24,8 +24,10 @@ NEED = "#d62728"
 def _need_line(figure: go.Figure, need: int, *, vertical: bool) -> None:
     """A dashed line at the window need, named in the legend (not written over the bars)."""
     label = f"window needs {need} rows"
-    where = {"x": need - 0.5} if vertical else {"y": need - 0.5}
-    reference_line(figure, label=label, colour=NEED, **where)
+    if vertical:
+        reference_line(figure, x=need - 0.5, label=label, colour=NEED)
+    else:
+        reference_line(figure, y=need - 0.5, label=label, colour=NEED)
 
 
 def length_histogram(traj: Trajectories, *, need: int, title: str) -> go.Figure:

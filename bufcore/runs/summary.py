@@ -22,6 +22,7 @@ of :func:`bufcore.buffers.base.buffer_class`), the curriculum's by
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -39,6 +40,7 @@ from bufcore.errors import CorruptCheckpointError, CorruptFileError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import (
     CONFIG,
+    PAYLOAD,
     OpenedCheckpoint,
     load_checkpoint,
     saved_ring_position,
@@ -117,6 +119,12 @@ class CheckpointSummary:
         verified: Whether buffer.hdf5 was hashed and matched the manifest (only with
             ``verify=True`` and a manifest).
         end_key: The end-flag leaf of a trajectory buffer, or None for buffers without one.
+        digest: The manifest's checksum, which covers the hash and size of every file: equal
+            for two checkpoints exactly when they hold the same bytes (None without a
+            manifest, as BFM-Zero writes them).
+        rows_digest: sha256 of the manifest's entry for buffer.hdf5 (its size and block
+            hashes): equal exactly when two checkpoints hold the same rows, whatever their
+            saved state (priorities, generator) (None without a manifest).
     """
 
     path: Path
@@ -136,6 +144,8 @@ class CheckpointSummary:
     priorities: PrioritySummary | None
     verified: bool
     end_key: KeyPath | None = None
+    digest: str | None = None
+    rows_digest: str | None = None
 
 
 def summarize_checkpoint(
@@ -221,7 +231,15 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
         priorities=_priorities(state),
         verified=verify and manifest is not None,
         end_key=None if end_key is None else as_key_path(end_key),
+        digest=None if manifest is None else str(manifest["checksum"]),
+        rows_digest=None if manifest is None else _entry_digest(manifest["files"][PAYLOAD]),
     )
+
+
+def _entry_digest(entry: Any) -> str:
+    """sha256 of a manifest entry as canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(entry, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _priorities(state: Field) -> PrioritySummary | None:

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.curriculum_history import CurriculumHistory
-from app.figures import line_trace, styled, whole_number_ticks
+from app.figures import line_trace, reference_line, styled, whole_number_ticks
 
 # Lines drawn in the priority-evolution chart (the highest current priorities).
 TOP_LINES = 10
@@ -49,8 +49,7 @@ def priority_lines(history: CurriculumHistory, *, top: int = TOP_LINES) -> go.Fi
         figure.add_trace(line_trace(rounds, history.probability[:, column],
                                     name=f"motion {history.motion_ids[column]}"))
     uniform = 1.0 / len(history.motion_ids)
-    figure.add_hline(y=uniform, line_dash="dot", line_color="grey",
-                     annotation_text="uniform", annotation_position="bottom right")
+    reference_line(figure, y=uniform, label="uniform", colour="grey", dash="dot")
     shown = min(top, len(chosen))
     note = f"the {shown} motions with the highest priority now, of {len(history.motion_ids)}"
     figure.update_xaxes(**whole_number_ticks(history.rounds - 1))
@@ -89,8 +88,7 @@ def current_priority_bars(history: CurriculumHistory, order: np.ndarray) -> go.F
                marker_color="#1f77b4",
                hovertemplate="motion %{x}: %{y:.4f}<extra></extra>")
     )
-    figure.add_hline(y=1.0 / len(order), line_dash="dot", line_color="grey",
-                     annotation_text="uniform")
+    reference_line(figure, y=1.0 / len(order), label="uniform", colour="grey", dash="dot")
     figure.update_xaxes(type="category")
     return styled(figure, title=f"Current priorities (after round {history.rounds})",
                   x="motion id", y="normalised priority")

@@ -99,7 +99,6 @@ def row_landing_figure(
                 "overlaying": "x", "side": "top", "range": [0, length], "showgrid": False,
                 "tickmode": "array", "tickvals": ((starts + ends) / 2).tolist(),
                 "ticktext": [str(v) for v in labels.tolist()], "tickfont": {"size": 10},
-                "title": {"text": "motion id"},
             })
             # An empty trace on the top axis makes plotly draw it.
             figure.add_trace(go.Scatter(x=[], y=[], xaxis="x2", showlegend=False))
@@ -114,7 +113,8 @@ def row_landing_figure(
         note=note,
     )
     if segments is not None and len(segments[0]) <= SEGMENT_LABELS:
-        figure.update_layout(margin={"t": 110})
+        # styled titles every x axis alike; the top one names the motions.
+        figure.update_layout(margin={"t": 110}, xaxis2={"title": {"text": "motion id"}})
     return figure
 
 

@@ -292,3 +292,14 @@ def test_values_are_the_same_when_shown_within_half_a_last_decimal(gap: float,
     unit = 10.0**-SHOWN_DECIMALS
     a = np.array([0.25, 0.5])
     assert same_when_shown(a, a + gap * unit) == same
+
+
+def test_the_uniform_level_is_named_in_the_legend_not_written_over_the_bars() -> None:
+    from app.curriculum_figures import current_priority_bars, priority_lines
+    from app.curriculum_history import CurriculumHistory
+
+    history = CurriculumHistory(np.array([10, 20]), np.array([4, 5, 6]), np.ones((2, 3)),
+                                np.full((2, 3), 1 / 3), np.ones((2, 3)), "test")
+    for figure in (priority_lines(history), current_priority_bars(history, np.arange(3))):
+        assert not figure.layout.annotations
+        assert [s.name for s in figure.layout.shapes if s.showlegend] == ["uniform"]

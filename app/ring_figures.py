@@ -68,6 +68,8 @@ def ring_figure(state: RingState) -> go.Figure:
         polar={
             "radialaxis": {"visible": False, "range": [0, 2.5]},
             "angularaxis": {
+                "showgrid": False,
+                "showline": False,
                 "direction": "clockwise",
                 "rotation": 90,
                 "tickmode": "array",

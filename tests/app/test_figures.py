@@ -25,6 +25,13 @@ def test_styled_titles_the_axes_but_keeps_an_overlaid_axis_title() -> None:
     assert figure.layout.yaxis2.title.text == "right"
 
 
+def test_styled_leaves_the_template_to_the_dashboards_theme() -> None:
+    figure = go.Figure(go.Bar(x=[1], y=[1]))
+    default = figure.layout.template.to_plotly_json()
+    styled(figure, title="t", x="x", y="y")
+    assert figure.layout.template.to_plotly_json() == default
+
+
 def test_styled_puts_the_note_under_the_title() -> None:
     figure = styled(go.Figure(), title="Loss", x="x", y="y", note="10 -> 2 points")
     assert figure.layout.title.text == "Loss<br><sup>10 -> 2 points</sup>"

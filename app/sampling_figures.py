@@ -119,11 +119,12 @@ def row_landing_figure(
 
 
 def frequency_figure(
-    labels: np.ndarray, expected: np.ndarray, observed: np.ndarray, *, unit: str
+    labels: np.ndarray, expected: np.ndarray, observed: np.ndarray, *, unit: str, units: str
 ) -> go.Figure:
     """Empirical against expected frequency per bin: bars for up to :data:`BAR_BINS` bins;
     above, the distribution of each bin's standardized deviation
     ``(drawn - expected) / sd`` against the standard normal a correct sampler gives.
+    ``unit`` names one bin, ``units`` several.
 
     A scatter of empirical against expected says nothing when every bin expects the same (a
     vertical stripe, as with ``"trajectory"`` weighting); the deviations' histogram does.
@@ -148,25 +149,26 @@ def frequency_figure(
         return styled(figure, title=f"Empirical vs expected frequency per {unit}",
                       x=unit, y="fraction of draws")
     deviation, left_out = standardized_deviations(expected, observed)
-    edges = np.linspace(-5.0, 5.0, 41)
+    # Half-sd bins: finer ones leave gaps, as counts are whole numbers.
+    edges = np.linspace(-5.0, 5.0, 21)
     counts, _ = np.histogram(np.clip(deviation, -5.0, 5.0), bins=edges)
     width = float(edges[1] - edges[0])
     figure = go.Figure(
-        go.Bar(x=edges[:-1] + width / 2, y=counts, width=width * 0.95, name=f"{unit}s",
+        go.Bar(x=edges[:-1] + width / 2, y=counts, width=width * 0.95, name=units,
                marker={"color": EMPIRICAL},
-               hovertemplate=f"deviation %{{x:.2f}}: %{{y}} {unit}s<extra></extra>")
+               hovertemplate=f"deviation %{{x:.2f}}: %{{y}} {units}<extra></extra>")
     )
     grid = np.linspace(-5.0, 5.0, 201)
     normal = len(deviation) * width * np.exp(-grid**2 / 2) / np.sqrt(2 * np.pi)
     figure.add_trace(go.Scatter(x=grid, y=normal, mode="lines", name="a correct sampler",
                                 line={"color": CURSOR, "dash": "dash"}))
     figure.update_yaxes(**whole_number_ticks(float(max(counts.max(), normal.max()))))
-    note = (f"{len(deviation):,} {unit}s; the bell is the standard normal; outside +/-5 "
+    note = (f"{len(deviation):,} {units}; the bell is the standard normal; outside +/-5 "
             "counted at the edge")
     if left_out:
-        note += f"; {left_out:,} {unit}s that cannot be drawn left out"
+        note += f"; {left_out:,} {units} that cannot be drawn left out"
     return styled(figure, title=f"How far each {unit}'s draws are from the expected count",
-                  x="(drawn - expected) / sd", y=f"{unit}s", note=note)
+                  x="(drawn - expected) / sd", y=units, note=note)
 
 
 def standardized_deviations(

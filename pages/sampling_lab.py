@@ -207,14 +207,15 @@ if entry is not None and entry.summary is not None:
             "the draws fit the expected frequencies.",
         )
         cols[3].metric(
-            "Coverage of valid windows" if request.windowed else "Coverage of rows",
+            "Window coverage" if request.windowed else "Row coverage",
             f"{result.coverage:.1%}",
-            help=f"{result.hit:,} distinct of {result.valid:,} possible starts were hit at least "
-            "once.",
+            help=f"{result.hit:,} distinct of {result.valid:,} valid window starts (or rows) were "
+            "hit at least once.",
         )
         cols[4].metric(result.units.capitalize(), f"{len(result.labels):,}")
         st.plotly_chart(
-            frequency_figure(result.labels, result.expected, result.observed, unit=result.unit),
+            frequency_figure(result.labels, result.expected, result.observed, unit=result.unit,
+                             units=result.units),
             width="stretch",
         )
 

@@ -68,8 +68,10 @@ def test_many_equally_likely_bins_show_the_distribution_of_deviations_not_a_stri
     generator = np.random.default_rng(0)
     expected = np.full(500, 1 / 500)
     observed = generator.multinomial(50_000, expected).astype(np.float64)
-    figure = frequency_figure(np.arange(500), expected, observed, unit="trajectory")
+    figure = frequency_figure(np.arange(500), expected, observed, unit="trajectory",
+                              units="trajectories")
     bars, bell = figure.data
+    assert "trajectorys" not in figure.layout.title.text + figure.layout.yaxis.title.text
     assert isinstance(bars, go.Bar) and sum(bars.y) == 500  # every trajectory counted once
     assert bell.mode == "lines"
     assert len(set(np.round(bars.x, 6))) > 1  # spread along x, not one stripe

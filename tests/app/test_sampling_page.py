@@ -123,6 +123,8 @@ def test_the_count_of_trajectories_is_spelled_as_a_plural(
     _button(at, "Draw 5").click().run()  # type: ignore[attr-defined]
     labels = [m.label for m in at.metric]
     assert "Trajectories" in labels and "Trajectorys" not in labels
+    spec = at.get("plotly_chart")[-1].proto.spec
+    assert "rajectorys" not in spec
 
 
 def test_the_expert_landing_chart_draws_the_motion_boundaries(

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from app.curriculum_history import CurriculumHistory
-from app.figures import line_trace, styled
+from app.figures import line_trace, reference_line, styled, whole_number_ticks
 
 # Lines drawn in the priority-evolution chart (the highest current priorities).
 TOP_LINES = 10
@@ -48,10 +49,10 @@ def priority_lines(history: CurriculumHistory, *, top: int = TOP_LINES) -> go.Fi
         figure.add_trace(line_trace(rounds, history.probability[:, column],
                                     name=f"motion {history.motion_ids[column]}"))
     uniform = 1.0 / len(history.motion_ids)
-    figure.add_hline(y=uniform, line_dash="dot", line_color="grey",
-                     annotation_text="uniform", annotation_position="bottom right")
+    reference_line(figure, y=uniform, label="uniform", colour="grey", dash="dot")
     shown = min(top, len(chosen))
     note = f"the {shown} motions with the highest priority now, of {len(history.motion_ids)}"
+    figure.update_xaxes(**whole_number_ticks(history.rounds - 1))
     return styled(figure, title="Priority evolution", x="evaluation round",
                   y="normalised priority", note=note)
 
@@ -75,6 +76,7 @@ def motion_history(history: CurriculumHistory, motion: int) -> go.Figure:
     figure.update_layout(yaxis2={"title": {"text": "sampling probability"}, "overlaying": "y",
                                  "side": "right", "rangemode": "tozero", "tickmode": "auto",
                                  "showgrid": False, "tickformat": ".3f"})
+    figure.update_xaxes(**whole_number_ticks(history.rounds - 1))
     return styled(figure, title=f"Motion {motion} across rounds", x="evaluation round",
                   y="EMD")
 
@@ -86,45 +88,55 @@ def current_priority_bars(history: CurriculumHistory, order: np.ndarray) -> go.F
                marker_color="#1f77b4",
                hovertemplate="motion %{x}: %{y:.4f}<extra></extra>")
     )
-    figure.add_hline(y=1.0 / len(order), line_dash="dot", line_color="grey",
-                     annotation_text="uniform")
+    reference_line(figure, y=1.0 / len(order), label="uniform", colour="grey", dash="dot")
     figure.update_xaxes(type="category")
     return styled(figure, title=f"Current priorities (after round {history.rounds})",
                   x="motion id", y="normalised priority")
 
 
 def spread_figure(history: CurriculumHistory) -> go.Figure:
-    """Entropy (left axis) and effective sample size (right axis) per round."""
+    """Entropy (top) and effective number of motions (bottom) per round, each on its own axis
+    from 0 to its uniform maximum (``log N`` nats; ``N`` motions, ticked on whole numbers).
+
+    Two panels, not two axes over one plot: their units differ, and ticks shared across one
+    plot land on numbers such as 7.55 effective motions.
+    """
     rounds = np.arange(1, history.rounds + 1, dtype=np.float64)
     count = len(history.motion_ids)
-    figure = go.Figure()
-    figure.add_trace(line_trace(rounds, history.entropy, name="entropy (nats, left)",
-                                line={"color": "#1f77b4"}))
+    top = max(float(np.log(count)), 1e-9)
+    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.14)
+    figure.add_trace(line_trace(rounds, history.entropy, name="entropy (nats)",
+                                line={"color": "#1f77b4"}), row=1, col=1)
     figure.add_trace(line_trace(rounds, history.effective_motions,
-                                name="effective motions 1/sum(p^2) (right)",
-                                line={"color": "#ff7f0e"}, yaxis="y2"))
-    figure.update_layout(
-        yaxis={"range": [0, max(float(np.log(count)), 1e-9) * 1.05]},
-        yaxis2={"title": {"text": "effective motions"}, "overlaying": "y", "side": "right",
-                "range": [0, count * 1.05], "showgrid": False},
-    )
-    return styled(figure, title="How spread the sampling is", x="evaluation round",
-                  y="entropy (nats)",
-                  note=f"top of each axis = uniform over {count} motions "
-                  f"(entropy log {count} = {np.log(count):.2f})")
+                                name="effective motions 1/sum(p^2)",
+                                line={"color": "#ff7f0e"}), row=2, col=1)
+    for row, level in ((1, top), (2, float(count))):
+        figure.add_hline(y=level, row=row, col=1, line={"color": "grey", "dash": "dot"},
+                         name=f"uniform over {count} motions", showlegend=row == 1)
+    styled(figure, title="How spread the sampling is", x="evaluation round", y="",
+           height=420,
+           note=f"dotted: uniform over {count} motions (entropy log {count} = {top:.2f})")
+    figure.update_xaxes(**whole_number_ticks(history.rounds - 1))
+    figure.update_xaxes(title_text="", row=1, col=1)
+    figure.update_yaxes(title_text="entropy (nats)", range=[0, top * 1.08], row=1, col=1)
+    figure.update_yaxes(title_text="effective motions", range=[0, count * 1.08],
+                        **whole_number_ticks(count), row=2, col=1)
+    return figure
 
 
-def preview_bars(
-    motion_ids: np.ndarray, current: np.ndarray, new: np.ndarray, *, what: str
-) -> go.Figure:
-    """Current vs re-prioritized values per motion, side by side."""
+def preview_figure(motion_ids: np.ndarray, now: np.ndarray, new: np.ndarray) -> go.Figure:
+    """The probability that a sampled window comes from each motion, now and after
+    re-prioritizing, side by side (what the preview table lists, drawn)."""
     labels = [str(m) for m in motion_ids]
     figure = go.Figure()
-    figure.add_bar(x=labels, y=current, name="current", marker_color="#9ecae1")
-    figure.add_bar(x=labels, y=new, name="after re-prioritizing", marker_color="#d62728")
+    figure.add_bar(x=labels, y=now, name="now", marker_color="#9ecae1",
+                   hovertemplate="motion %{x}: %{y:.4f} now<extra></extra>")
+    figure.add_bar(x=labels, y=new, name="after re-prioritizing", marker_color="#d62728",
+                   hovertemplate="motion %{x}: %{y:.4f} after<extra></extra>")
     figure.update_layout(barmode="group")
     figure.update_xaxes(type="category")
-    return styled(figure, title=f"{what}: current vs new", x="motion id", y=what)
+    return styled(figure, title="P(a sampled window comes from the motion): now vs new",
+                  x="motion id", y="P(window from motion)")
 
 
 def saved_probability_bars(motion_ids: np.ndarray, probability: np.ndarray) -> go.Figure:
@@ -132,10 +144,10 @@ def saved_probability_bars(motion_ids: np.ndarray, probability: np.ndarray) -> g
     expert buffer saved (no evaluation round needed), with the uniform level."""
     figure = go.Figure(
         go.Bar(x=[str(m) for m in motion_ids], y=probability, marker_color="#1f77b4",
-               hovertemplate="motion %{x}: %{y:.4f}<extra></extra>")
+               name="saved", hovertemplate="motion %{x}: %{y:.4f}<extra></extra>")
     )
-    figure.add_hline(y=1.0 / max(len(motion_ids), 1), line_dash="dot", line_color="grey",
-                     annotation_text="uniform")
+    reference_line(figure, label=f"uniform over {len(motion_ids)} motions", colour="grey",
+                   y=1.0 / max(len(motion_ids), 1), dash="dot")
     figure.update_xaxes(type="category")
     return styled(figure, title="Sampling probability per motion, as saved in the buffer",
                   x="motion id", y="P(window from motion)")

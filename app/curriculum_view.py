@@ -9,12 +9,14 @@ weighting in proportion to priority times its number of window starts.
 sampler itself draws from. Saving writes a *new* expert checkpoint
 through bufcore (load, ``update_priorities``, ``save(replace=False)``) as the next free version;
 the source checkpoint and every other version are never touched, even by sessions saving at the
-same moment.
+same moment. A save that would repeat a checkpoint already there (the same rows, the same
+priorities: :func:`duplicate_version`) is not made.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import cast
 
@@ -24,10 +26,12 @@ import torch
 from app.curriculum_history import normalised
 from app.run_data import REPRIORITIZED_DIR
 from bufcore import emd_to_priorities, load_buffer
-from bufcore.inspect import PRIORITY_MODES, Weighting, window_weights
+from bufcore.inspect import PRIORITY_MODES, Weighting, window_settings, window_weights
 
 # The EMD -> priority modes the page offers (all of the curriculum's).
 MODES = list(PRIORITY_MODES)
+# Decimals the page's tables show probabilities and priorities with.
+SHOWN_DECIMALS = 4
 
 
 def sampling_probability(
@@ -114,6 +118,37 @@ def next_version(run_dir: Path, mode: str) -> int:
 
 # Versions tried past the first guess before giving up (other sessions saving at once).
 SAVE_ATTEMPTS = 100
+# Saved priorities are float32 (relative rounding ~6e-8); closer than this they are the same.
+SAME_PRIORITY_RTOL = 1e-6
+
+
+def duplicate_version(
+    priorities: np.ndarray, rows_digest: str | None,
+    checkpoints: Iterable[tuple[Path, str | None]],
+) -> Path | None:
+    """The first of ``checkpoints`` (``(path, rows digest)`` pairs, see
+    :attr:`bufcore.inspect.CheckpointSummary.rows_digest`) that holds the rows ``rows_digest``
+    names with ``priorities`` (one per trajectory), so that saving them would write an
+    identical checkpoint; None when there is none, or when the rows have no digest (a
+    checkpoint without a manifest cannot be compared).
+
+    Only the small files of a checkpoint whose rows match are read.
+
+    Raises:
+        OSError, ValueError: a checkpoint whose rows match cannot be read.
+    """
+    if rows_digest is None:
+        return None
+    wanted = np.asarray(priorities, dtype=np.float64)
+    for path, rows in checkpoints:
+        if rows != rows_digest:
+            continue
+        held = window_settings(path).priorities
+        if held is not None and held.shape == wanted.shape and np.allclose(
+            held, wanted, rtol=SAME_PRIORITY_RTOL, atol=0.0
+        ):
+            return path
+    return None
 
 
 def save_reprioritized(
@@ -153,6 +188,15 @@ def save_reprioritized(
     raise FileExistsError(
         f"{version_path(run_dir, mode, first)}: this version and the next "
         f"{SAVE_ATTEMPTS - 1} were all taken while saving; nothing was written"
+    )
+
+
+def same_when_shown(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` print alike at :data:`SHOWN_DECIMALS` decimals (within half
+    a unit of the last), so a table need not show both."""
+    first, second = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return first.shape == second.shape and bool(
+        np.allclose(first, second, rtol=0.0, atol=0.5 * 10.0**-SHOWN_DECIMALS)
     )
 
 

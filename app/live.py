@@ -22,7 +22,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.downsample import Reduced, min_max
-from app.figures import line_trace, styled
+from app.figures import line_trace, reference_line, styled
 from app.ring import occupancy as buffer_occupancy
 from bufcore import read_metrics
 from bufcore.inspect import BUFFER_CHECKPOINT, METRICS_FILE
@@ -398,8 +398,7 @@ def eval_figure(record: dict[str, Any]) -> go.Figure:
     ))
     mean = float(np.nanmean(y)) if np.isfinite(y).any() else None
     if mean is not None:
-        figure.add_hline(y=mean, line={"dash": "dash", "color": "#444"},
-                         annotation_text=f"mean {mean:.3f}", annotation_position="top right")
+        reference_line(figure, y=mean, label=f"mean {mean:.3f}", colour="#444")
     figure.update_xaxes(type="category")
     title = f"Evaluation round {record.get('round', '?')} at step {record.get('step', '?')}"
     return styled(figure, title=title, x="motion id", y="EMD to the expert (lower is better)",

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.downsample import Reduced
-from app.figures import line_trace, styled
+from app.figures import line_trace, reference_line, styled, whole_number_ticks
 from app.ring import BinnedMap, Occupancy, RingState, ring_segments
 
 FILLED = "#4c78a8"
@@ -15,6 +15,8 @@ EMPTY = "#e5e7eb"
 CURSOR = "#d62728"
 OLDEST = "#ff7f0e"
 NEWEST = "#2ca02c"
+# Up to this many slots the slot age is one bar per slot; above, one marker per slot.
+AGE_BARS = 200
 
 
 def _angle(slot: float, capacity: int) -> float:
@@ -66,6 +68,8 @@ def ring_figure(state: RingState) -> go.Figure:
         polar={
             "radialaxis": {"visible": False, "range": [0, 2.5]},
             "angularaxis": {
+                "showgrid": False,
+                "showline": False,
                 "direction": "clockwise",
                 "rotation": 90,
                 "tickmode": "array",
@@ -87,26 +91,49 @@ def _ticks(capacity: int) -> list[int]:
 def slot_age_figure(age: Reduced, capacity: int, cursor: int) -> go.Figure:
     """Age of each slot (writes since written) against the slot, with the cursor marked.
 
-    The sawtooth drops to 0 at the newest row, just left of the cursor; empty slots are gaps.
+    Slots are separate things, so each gets a bar (up to :data:`AGE_BARS` slots) or a marker,
+    never a line joining neighbours. The ages fall to 0 at the newest row, just left of the
+    cursor; empty slots have none.
     """
-    figure = go.Figure(line_trace(age.x, age.y, name="age", line={"color": FILLED}))
-    figure.add_vline(x=cursor, line={"color": CURSOR, "dash": "dash"}, annotation_text="cursor")
-    figure.update_xaxes(range=[0, max(capacity - 1, 1)])
+    if len(age.x) <= AGE_BARS:
+        trace: go.Bar | go.Scatter | go.Scattergl = go.Bar(
+            x=age.x, y=age.y, name="age", marker={"color": FILLED},
+            hovertemplate="slot %{x:.0f}: age %{y:.0f}<extra></extra>",
+        )
+    else:
+        scatter = go.Scattergl if len(age.x) > 5_000 else go.Scatter
+        trace = scatter(
+            x=age.x, y=age.y, name="age", mode="markers", marker={"color": FILLED, "size": 3},
+            hovertemplate="slot %{x:.0f}: age %{y:.0f}<extra></extra>",
+        )
+    figure = go.Figure(trace)
+    reference_line(figure, x=cursor - 0.5, label=f"cursor (next write): slot {cursor:,}",
+                   colour=CURSOR)
+    figure.update_xaxes(range=[-0.5, max(capacity, 1) - 0.5], **whole_number_ticks(capacity))
+    figure.update_yaxes(**whole_number_ticks(capacity))
     return styled(
         figure,
-        title="Slot age: writes since each slot was written (0 = newest; gaps = empty)",
+        title="Slot age: writes since each slot was written (0 = newest; none = empty)",
         x="slot (time row)",
         y="age (writes)",
         note=age.caption(),
     )
 
 
-def boundary_map_figure(binned: BinnedMap, cursor: int, *, end_key: str) -> go.Figure:
-    """Time x env heatmap of episode ends (dark = an end flag in the cell) with the cursor."""
+def boundary_map_figure(
+    binned: BinnedMap, cursor: int, *, end_key: str, full: bool
+) -> go.Figure:
+    """Time x env heatmap of episode ends (dark = an end flag in the cell) with the cursor.
+
+    Left of the cursor are the newest rows; right of it, once the ring is ``full``, the
+    oldest (before the first wrap nothing lies right of it). The label saying so sits above
+    the map, where no cell can hide it.
+    """
     time_width = binned.time_rows / max(len(binned.time_starts), 1)
     figure = go.Figure(
         go.Heatmap(
-            z=binned.cells.T,
+            # uint8: the flags go to the browser as 1 byte per cell, not 8.
+            z=binned.cells.T.astype(np.uint8),
             x=binned.time_starts + time_width / 2 - 0.5,
             y=binned.env_starts,
             colorscale=[[0.0, "#f7fbff"], [1.0, "#08306b"]],
@@ -116,19 +143,31 @@ def boundary_map_figure(binned: BinnedMap, cursor: int, *, end_key: str) -> go.F
             hovertemplate="time row %{x:.0f}<br>env %{y}<br>end flag: %{z}<extra></extra>",
         )
     )
-    figure.add_vline(
-        x=cursor - 0.5, line={"color": CURSOR, "width": 2},
-        annotation_text="cursor: oldest | newest",
-    )
-    return styled(
+    figure.add_vline(x=cursor - 0.5, line={"color": CURSOR, "width": 2})
+    sides = []
+    if cursor > 0:
+        sides.append(("\u2190 newest rows", "right"))
+    if full:
+        sides.append(("oldest rows \u2192", "left"))
+    for text, anchor in sides:
+        figure.add_annotation(
+            text=text, x=cursor - 0.5, xanchor=anchor, yref="paper", y=1.0, yanchor="bottom",
+            showarrow=False, font={"color": CURSOR}, xshift=-4 if anchor == "right" else 4,
+        )
+    figure.update_xaxes(**whole_number_ticks(binned.time_rows))
+    figure.update_yaxes(**whole_number_ticks(binned.envs))
+    styled(
         figure,
-        title=f"Episode boundaries ({end_key}): dark cells end an episode",
+        title=f"Episode ends (the {end_key} flag): a dark cell ends an episode",
         x="time row (physical slot)",
         y="env",
         height=420,
         note=binned.caption() + "; episodes run left to right in each env row, "
         "and wrap at the cursor",
     )
+    # Room between the note and the map for the cursor's label.
+    figure.update_layout(margin={"t": 95})
+    return figure
 
 
 def occupancy_figure(series: Occupancy) -> go.Figure:
@@ -141,6 +180,7 @@ def occupancy_figure(series: Occupancy) -> go.Figure:
         trace = line_trace(series.step, series.wraps, name="wraps", line={"color": OLDEST})
         trace.update(yaxis="y2", line_shape="hv")
         figure.add_trace(trace)
+    figure.update_xaxes(**whole_number_ticks(float(np.ptp(series.step)) if len(series.step) else 0))
     styled(
         figure,
         title="Occupancy over training (from the log's buffer records)",

@@ -2,8 +2,9 @@
 each trajectory or motion was hit against what the sampler promises, and the export.
 
 Every draw goes through the buffer's own ``sample_index`` with a ``torch.Generator`` seeded by
-:func:`draw_seed` (the buffer's stream is never touched), so the Python snippet from
-:func:`snippet`, run on the checkpoint, reads exactly the rows the lab shows. Expected
+the lab's seed (the buffer's stream is never touched; Resample moves on to :func:`next_seed`),
+so the Python snippet from :func:`snippet`, run on the checkpoint it pins, reads exactly the
+rows the lab shows. Expected
 probabilities are :func:`bufcore.inspect.window_weights`, the weights the sampler draws from: with
 ``"trajectory"`` weighting each trajectory long enough for a window is equally likely (times its
 priority); with ``"window"`` each valid window is (so a trajectory weighs its window count,
@@ -29,6 +30,10 @@ WINDOWED = (ONLINE, EXPERT)
 SAMPLING_KINDS = (ONLINE, EXPERT, TRANSITIONS, ZVECTORS)
 # Seeds are drawn into [0, 2**63) (torch.Generator.manual_seed takes any such int).
 _SEED_SPAN = 2**63
+# The largest seed the lab's seed box takes (Resample wraps past it to 0).
+MAX_SEED = 2**31 - 1
+# Characters of a checkpoint's digest that a link carries to pin it.
+PIN_CHARS = 16
 # Row bins of the frequency test for buffers without trajectories.
 ROW_BINS = 50
 
@@ -77,16 +82,23 @@ class LabRequest:
         return self.kind in WINDOWED
 
 
-def draw_seed(seed: int, draw: int) -> int:
-    """The generator seed of draw number ``draw`` (0 for the first): ``seed`` itself first, so a
-    shared link reproduces the first batch; later draws get other seeds, deterministically.
+def next_seed(seed: int) -> int:
+    """The seed Resample draws with after ``seed``: the next one, 0 after :data:`MAX_SEED`.
+
+    The seed is the only thing that changes between draws, so it is all a link needs to show
+    the same batch.
 
     Raises:
-        ValueError: a negative ``seed`` or ``draw``.
+        ValueError: ``seed`` outside ``[0, MAX_SEED]``.
     """
-    if seed < 0 or draw < 0:
-        raise ValueError(f"seed, draw: expected >= 0, got {seed}, {draw}")
-    return seed if draw == 0 else (seed * 1_000_003 + draw * 7_919) % _SEED_SPAN
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed: expected in [0, {MAX_SEED}], got {seed}")
+    return 0 if seed == MAX_SEED else seed + 1
+
+
+def pin(digest: str | None) -> str | None:
+    """The part of a checkpoint's digest a link carries to name it (None without one)."""
+    return None if digest is None else digest[:PIN_CHARS]
 
 
 def prepared(buffer: Any, request: LabRequest, priorities: np.ndarray | None = None) -> Any:
@@ -261,7 +273,8 @@ class Frequencies:
         labels: One label per bin (trajectory position, motion id, or first row of the bin).
         expected: Expected probability per bin.
         observed: Draws per bin.
-        draws: Windows (or rows) drawn in all.
+        batches: Batches drawn.
+        draws: Windows (or rows) drawn in all, over every batch.
         test: The chi-square test.
         coverage: Fraction of distinct valid window starts (or rows) hit at least once.
         valid: Valid window starts (or filled rows) that could be hit.
@@ -272,11 +285,17 @@ class Frequencies:
     labels: np.ndarray
     expected: np.ndarray
     observed: np.ndarray
+    batches: int
     draws: int
     test: ChiSquare
     coverage: float
     valid: int
     hit: int
+
+    @property
+    def units(self) -> str:
+        """The plural of :attr:`unit` (``"trajectories"``, ``"motions"``, ``"row bins"``)."""
+        return self.unit[:-1] + "ies" if self.unit.endswith("y") else self.unit + "s"
 
 
 def draw_many(buffer: Any, request: LabRequest, seed: int, repeats: int) -> list[Any]:
@@ -324,8 +343,8 @@ def frequencies(buffer: Any, request: LabRequest, indices: list[Any]) -> Frequen
         observed = np.bincount(inverse, weights=observed, minlength=len(labels)).astype(float)
         unit = "motion"
     return Frequencies(
-        unit, labels, probs, observed, len(trajectory), chi_square(observed, probs),
-        hit / valid if valid else 0.0, valid, hit,
+        unit, labels, probs, observed, len(indices), len(trajectory),
+        chi_square(observed, probs), hit / valid if valid else 0.0, valid, hit,
     )
 
 
@@ -338,17 +357,22 @@ def _row_frequencies(length: int, indices: list[Any]) -> Frequencies:
     probs = np.diff(edges).astype(np.float64) / length
     hit = len(np.unique(rows))
     return Frequencies(
-        "row bin", edges[:-1], probs, observed, len(rows), chi_square(observed, probs),
-        hit / length, length, hit,
+        "row bin", edges[:-1], probs, observed, len(indices), len(rows),
+        chi_square(observed, probs), hit / length, length, hit,
     )
 
 
 def snippet(
     path: str, request: LabRequest, seed: int, *, saved_weighting: str | None,
-    priorities: np.ndarray | None = None,
+    priorities: np.ndarray | None = None, digest: str | None = None,
 ) -> str:
     """Python that reproduces the draw with bufcore from the checkpoint at ``path``: it
-    defines ``batch`` (the sampled data) and ``rows`` (the flat storage rows it read)."""
+    defines ``batch`` (the sampled data) and ``rows`` (the flat storage rows it read).
+
+    With the checkpoint's ``digest`` (:attr:`bufcore.inspect.CheckpointSummary.digest`) the
+    snippet first checks that ``path`` still holds that checkpoint and raises otherwise, so a
+    path that a run has saved over since does not quietly give another batch.
+    """
     if request.windowed:
         args = f"{request.batch_size}, {request.seq_length}"
     else:
@@ -356,9 +380,20 @@ def snippet(
     lines = [
         "import torch",
         "from bufcore import load_buffer",
-        "",
-        f"buf = load_buffer({path!r}, device='cpu')",
     ]
+    if digest is not None:
+        lines.append("from bufcore.inspect import summarize_checkpoint")
+    lines += ["", f"path = {path!r}"]
+    if digest is not None:
+        lines += [
+            "# The checkpoint the lab drew from (its manifest checksum):",
+            f"if summarize_checkpoint(path).digest != {digest!r}:",
+            "    raise RuntimeError(f'{path} now holds another checkpoint than the one the "
+            "lab drew from')",
+        ]
+    else:
+        lines.append("# No manifest (a BFM-Zero checkpoint): the path cannot be pinned.")
+    lines.append("buf = load_buffer(path, device='cpu')")
     if request.weighting is not None and request.weighting != saved_weighting:
         lines.append(f"buf = buf.with_weighting({request.weighting!r})")
     if priorities is not None:

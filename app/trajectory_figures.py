@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from app.figures import line_trace, styled
+from app.figures import line_trace, reference_line, styled, whole_number_ticks
 from app.trajectory_stats import (
     MotionLengths,
     SamplableCurve,
@@ -18,17 +18,16 @@ from app.trajectory_stats import (
 
 SAMPLABLE = "#1f77b4"
 TOO_SHORT = "#c7c7c7"
+NEED = "#d62728"
 
 
 def _need_line(figure: go.Figure, need: int, *, vertical: bool) -> None:
-    """A dashed line at the window need, labelled."""
+    """A dashed line at the window need, named in the legend (not written over the bars)."""
     label = f"window needs {need} rows"
     if vertical:
-        figure.add_vline(x=need - 0.5, line_dash="dash", line_color="#d62728",
-                         annotation_text=label, annotation_position="top right")
+        reference_line(figure, x=need - 0.5, label=label, colour=NEED)
     else:
-        figure.add_hline(y=need - 0.5, line_dash="dash", line_color="#d62728",
-                         annotation_text=label, annotation_position="top left")
+        reference_line(figure, y=need - 0.5, label=label, colour=NEED)
 
 
 def length_histogram(traj: Trajectories, *, need: int, title: str) -> go.Figure:
@@ -50,6 +49,8 @@ def length_histogram(traj: Trajectories, *, need: int, title: str) -> go.Figure:
             hovertemplate="length %{customdata}: %{y} trajectories<extra></extra>",
         )
     _need_line(figure, need, vertical=True)
+    figure.update_xaxes(**whole_number_ticks(float(edges[-1] - edges[0])))
+    figure.update_yaxes(**whole_number_ticks(float(counts.max()) if len(counts) else 0.0))
     note = f"{len(traj):,} trajectories, {int(traj.length.sum()):,} rows"
     return styled(figure, title=title, x="trajectory length (rows)", y="trajectories", note=note)
 
@@ -62,11 +63,14 @@ def env_length_heatmap(traj: Trajectories, env_count: int, *, need: int) -> go.F
     figure = go.Figure(
         go.Heatmap(
             z=counts, x=centre, y=np.arange(env_count), colorscale="Blues",
-            colorbar={"title": "trajectories"},
+            colorbar={"title": "trajectories",
+                      **whole_number_ticks(float(counts.max()) if counts.size else 0.0)},
             hovertemplate="env %{y}, length ~%{x}: %{z} trajectories<extra></extra>",
         )
     )
     _need_line(figure, need, vertical=True)
+    figure.update_xaxes(**whole_number_ticks(float(edges[-1] - edges[0])))
+    figure.update_yaxes(**whole_number_ticks(env_count))
     height = int(min(700, max(300, 14 * env_count + 120)))
     return styled(
         figure, title="Trajectory lengths per env", x="trajectory length (rows)", y="env",
@@ -86,6 +90,7 @@ def motion_length_bars(motions: MotionLengths, *, need: int) -> go.Figure:
         )
     )
     _need_line(figure, need, vertical=False)
+    figure.update_yaxes(**whole_number_ticks(float(lengths.max()) if len(lengths) else 0.0))
     short = int((lengths < need).sum())
     note = f"{len(ids)} trajectories; {short} shorter than the window (grey) are never sampled"
     figure.update_xaxes(type="category")
@@ -103,9 +108,10 @@ def samplable_figure(curves: dict[str, SamplableCurve], *, seq_length: int) -> g
         figure.add_trace(line_trace(curve.seq_length, curve.transition_fraction,
                                     name=f"{name}: transitions",
                                     line={"color": colour, "dash": "dot"}))
-    figure.add_vline(x=seq_length, line_color="#d62728", line_dash="dash",
-                     annotation_text=f"seq_length {seq_length}",
-                     annotation_position="bottom right")
+    reference_line(figure, x=seq_length, label=f"seq_length {seq_length}", colour=NEED)
+    longest = max((float(c.seq_length.max()) for c in curves.values() if len(c.seq_length)),
+                  default=0.0)
+    figure.update_xaxes(**whole_number_ticks(longest))
     figure.update_yaxes(range=[0, 1.05], tickformat=".0%")
     return styled(figure, title="What a window length can still sample", x="seq_length",
                   y="fraction samplable",

@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.downsample import histogram
-from app.figures import WEBGL_POINTS, styled
+from app.figures import WEBGL_POINTS, styled, whole_number_ticks
 
 SOURCE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
 # Components drawn in the explained-variance chart.
@@ -84,6 +84,7 @@ def variance_figure(explained: np.ndarray) -> go.Figure:
     figure.add_trace(go.Scatter(x=components, y=np.cumsum(shown), name="cumulative",
                                 mode="lines+markers", line={"color": "#d62728"}))
     figure.update_yaxes(tickformat=".0%", range=[0, 1.05])
+    figure.update_xaxes(**whole_number_ticks(len(shown)))
     note = None if len(explained) <= MAX_COMPONENTS else (
         f"first {MAX_COMPONENTS} of {len(explained)} components"
     )
@@ -105,16 +106,19 @@ def histogram_figure(
     finite = np.isfinite(data)
     figure = go.Figure()
     _, edges = histogram(data, bins=bins)
+    tallest = 0
     if edges.size:
         centres, widths = (edges[:-1] + edges[1:]) / 2, np.diff(edges)
         labels = ["all"] if groups is None else list(dict.fromkeys(np.asarray(groups).tolist()))
         for i, label in enumerate(labels):
             pick = finite if groups is None else finite & (np.asarray(groups) == label)
             counts, _ = np.histogram(data[pick], bins=edges)
+            tallest = max(tallest, int(counts.max()))
             figure.add_trace(go.Bar(x=centres, y=counts, width=widths, name=str(label),
                                     opacity=0.6 if groups is not None else 1.0,
                                     marker={"color": SOURCE_COLOURS[i % len(SOURCE_COLOURS)]}))
         figure.update_layout(barmode="overlay")
+    figure.update_yaxes(**whole_number_ticks(tallest))
     missing = int((~finite).sum())
     note = f"{int(finite.sum()):,} vectors" + (f", {missing:,} undefined" if missing else "")
     return styled(figure, title=title, x=x, y="vectors", note=note)

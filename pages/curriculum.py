@@ -14,7 +14,7 @@ from app.curriculum_figures import (
     current_priority_bars,
     emd_heatmap,
     motion_history,
-    preview_bars,
+    preview_figure,
     priority_lines,
     saved_probability_bars,
     spread_figure,
@@ -22,10 +22,13 @@ from app.curriculum_figures import (
 from app.curriculum_history import SORTS, effective_size, entropy, motion_order
 from app.curriculum_view import (
     MODES,
+    SHOWN_DECIMALS,
+    duplicate_version,
     format_options,
     motion_view,
     new_priorities,
     per_motion,
+    same_when_shown,
     save_reprioritized,
     trajectory_priorities,
 )
@@ -158,30 +161,38 @@ table = pd.DataFrame({
     "motion": motions,
     "last EMD": history.emd[-1, order],
     "length (rows)": lengths.astype(int),
-    "priority now": current_priority,
-    "priority new": new_priority,
     "P(sampled) now": current_probability,
     "P(sampled) new": new_probability,
-    # Rounded to the 4 decimals shown (+ 0.0 turns -0.0 into 0.0), so that float noise
+    # Rounded to the decimals shown (+ 0.0 turns -0.0 into 0.0), so that float noise
     # does not print as "-0.0000".
-    "change": (new_probability - current_probability).round(4) + 0.0,
+    "change": (new_probability - current_probability).round(SHOWN_DECIMALS) + 0.0,
 })
+# The priority saved differs from what a motion gets only when some motion is too short for
+# a window or the weighting counts windows; only then is it a column of its own.
+shows_priority = not same_when_shown(new_priority, new_probability)
+if shows_priority:
+    table.insert(5, "priority new (saved)", new_priority)
 what = "the session copy" if current is session else "the checkpoint"
-st.caption(f"\"now\" is {what}'s priorities. P(sampled) is the exact probability that a "
-           "sampled window comes from that motion.")
-left, right = st.columns(2)
-left.plotly_chart(preview_bars(motions, current_priority, new_priority,
-                               what="normalised priority"), width="stretch")
-right.plotly_chart(preview_bars(motions, current_probability, new_probability,
-                                what="P(window from motion)"), width="stretch")
+st.caption(
+    f"\"now\" is {what}'s priorities. P(sampled) is the exact probability that a sampled "
+    "window comes from that motion"
+    + (", which differs from the priority saved (its own column) because "
+       + ("some trajectory is shorter than a window" if (trajectories.length < need).any()
+          else "`window` weighting counts each motion's windows") + "."
+       if shows_priority else
+       "; here it equals the motion's normalised priority (every motion holds a window and "
+       "each trajectory is drawn by its priority alone).")
+)
+st.plotly_chart(preview_figure(motions, current_probability, new_probability), width="stretch")
 st.dataframe(table, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(format="%.4f")
+             column_config={c: st.column_config.NumberColumn(format=f"%.{SHOWN_DECIMALS}f")
                             for c in table.columns[3:]})
 
 apply_col, save_col = st.columns(2)
 if apply_col.button("Apply to session copy", key="cur_apply"):
     ui.set_session_priorities(expert_entry.path, new)
-    apply_col.success("Applied: the Sampling lab now samples with these priorities.")
+    apply_col.success("Applied: the Sampling lab now samples this expert buffer with these "
+                      "priorities (its switch for them starts on; turn it off there to compare).")
 if session is not None:
     apply_col.caption("A session copy is active. It applies to this browser session only; "
                       "the checkpoint on disk is unchanged.")
@@ -193,19 +204,30 @@ else:
 
 if save_col.button("Save as new checkpoint", key="cur_save"):
     config = ui.dashboard_config()
+    # The checkpoint itself and every saved version: one of them may already hold the result.
+    held = [(e.path, e.summary.rows_digest) for e in data.buffers if e.summary is not None
+            and (e is expert_entry or e.name.startswith(f"{REPRIORITIZED_DIR}/"))]
     try:
         base = resolve_under_roots(save_base(source.path, source.kind), config.roots)
         # The folder the versions go in must stay under the roots too (it could be a link).
         resolve_under_roots(base / REPRIORITIZED_DIR, config.roots)
-        written = save_reprioritized(expert_entry.path, base, mode, new)
+        rows_digest = None if expert_entry.summary is None else expert_entry.summary.rows_digest
+        duplicate = duplicate_version(new, rows_digest, held)
+        written = (None if duplicate is not None
+                   else save_reprioritized(expert_entry.path, base, mode, new))
     except OutsideRootsError as err:
         save_col.error(f"Not saved: {err}")
     except (*READ_ERRORS, FileExistsError, IndexError, TypeError) as err:
         save_col.error(f"Not saved: {err}")
     else:
-        # Keyed by the checkpoint saved from, so another run's page does not report it.
-        saves = st.session_state.setdefault("cur_saved", {})
-        saves[str(expert_entry.path)] = str(written)
+        if written is None:
+            save_col.info(f"Not saved: `{duplicate}` already holds these rows with these "
+                          "priorities, so a new version would be identical. Nothing was "
+                          "written; change a knob to save another.")
+        else:
+            # Keyed by the checkpoint saved from, so another run's page does not report it.
+            saves = st.session_state.setdefault("cur_saved", {})
+            saves[str(expert_entry.path)] = str(written)
 saved_to = st.session_state.get("cur_saved", {}).get(str(expert_entry.path))
 if saved_to is not None:
     save_col.success(f"Saved a new expert checkpoint: `{saved_to}` (the original is untouched).")

@@ -38,7 +38,9 @@ if source is not None and entry is not None and entry.summary is not None:
     )
     cols = st.columns(6)
     cols[0].metric("Capacity (time rows)", f"{state.capacity:,}")
-    cols[1].metric("Filled", f"{state.length:,}", f"{state.fill:.0%}", delta_color="off")
+    # The fraction is part of the label: a metric's delta reads as a change since last time.
+    cols[1].metric(f"Filled ({state.fill:.0%})", f"{state.length:,}",
+                   help=f"{state.length:,} of {state.capacity:,} time rows hold data.")
     cols[2].metric("Cursor (next write)", f"{state.cursor:,}")
     cols[3].metric("Oldest slot", "-" if state.oldest is None else f"{state.oldest:,}")
     cols[4].metric("Newest slot", "-" if state.newest is None else f"{state.newest:,}")
@@ -63,22 +65,24 @@ if source is not None and entry is not None and entry.summary is not None:
             slot_age_figure(slot_age_series(state), state.capacity, state.cursor), width="stretch"
         )
         st.caption(
-            "Ring: slot 0 at the top, slots clockwise; blue arcs hold rows. Slot age: the newest "
-            "row (just before the cursor) has age 0 and the oldest (at the cursor) the largest."
+            "Ring: slot 0 at the top, slots clockwise; blue arcs hold rows. Slot age: one bar "
+            "(or dot) per slot; the newest row (just before the cursor) has age 0 and the "
+            "oldest (at the cursor, once the ring is full) the largest."
         )
     if summary.env_count is not None and summary.end_key is not None and state.length > 0:
-        st.subheader("Episode boundaries")
         end_name = "/".join(summary.end_key)
+        st.subheader(f"Episode ends (the `{end_name}` flag)")
         flags = ui.end_flags(entry.path, summary.end_key)
         if flags is not None:
             binned = boundary_map(flags)
             st.plotly_chart(
-                boundary_map_figure(binned, state.cursor, end_key=end_name), width="stretch"
+                boundary_map_figure(binned, state.cursor, end_key=end_name, full=state.full),
+                width="stretch",
             )
             st.caption(
                 f"Each row of the map is one env, each column a time slot; a dark cell marks a "
                 f"step whose `{end_name}` flag ends the episode. The red line is the cursor: "
-                "left of it are the newest rows, right of it (once full) the oldest."
+                "left of it are the newest rows, right of it (once the ring is full) the oldest."
             )
     st.subheader("Occupancy over training")
     series = occupancy(records, entry.name)

@@ -3,6 +3,7 @@ frequencies against the sampler's promise, and export the draw."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -11,26 +12,32 @@ from app.ring import boundary_map
 from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS
 from app.sampling_figures import frequency_figure, landing_map_figure, row_landing_figure
 from app.sampling_lab import (
+    MAX_SEED,
     SAMPLING_KINDS,
     LabRequest,
     batch_columns,
     batch_csv,
     draw_index,
     draw_many,
-    draw_seed,
     frequencies,
+    next_seed,
+    pin,
     prepared,
     snippet,
 )
 
-COUNTER = "lab_draw_counter"
 RESULT = "lab_frequencies"
+SEED_KEY = "lab_seed"
+# The URL's pin of the checkpoint a link was made on (see app.sampling_lab.pin).
+PIN_KEY = "lab_pin"
+# session_state: checkpoint path -> pin of the checkpoint this session last drew from.
+PINS = "lab_pins"
 
 st.title("Sampling lab")
 st.caption(
     "Draws real batches with the buffer's own sampler (a seeded generator; the buffer's stream "
-    "is untouched). The seed, sizes and weighting are in the URL: a shared link shows the same "
-    "first batch."
+    "is untouched). The seed, sizes and weighting are in the URL, and Resample moves the seed "
+    "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
 )
 source = ui.choose_source()
 data = ui.source_data(source) if source is not None else None
@@ -46,8 +53,10 @@ def controls(kind: str) -> LabRequest:
         bind="query-params", help="Rows per batch; a multiple of seq_length for windows.",
     )
     seed = cols[1].number_input(
-        "Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="lab_seed",
-        bind="query-params", help="Seeds the first draw; Resample moves on from it.",
+        # No value=: its default is min_value (0), and Resample sets it through session
+        # state, which Streamlit warns about for a widget given an explicit default.
+        "Seed", min_value=0, max_value=MAX_SEED, step=1, key=SEED_KEY,
+        bind="query-params", help="Seeds the draw; Resample moves it to the next seed.",
     )
     seq = weighting = None
     if windowed:
@@ -64,6 +73,32 @@ def controls(kind: str) -> LabRequest:
     return LabRequest(kind, int(batch), None if seq is None else int(seq), weighting, int(seed))
 
 
+def resample() -> None:
+    """Resample's callback: the next seed, set before the widgets are drawn (so the URL,
+    the seed box and the snippet all show it)."""
+    st.session_state[SEED_KEY] = next_seed(int(st.session_state.get(SEED_KEY, 0)))
+
+
+def check_pin(path: str, current: str | None) -> None:
+    """Warn when the checkpoint at ``path`` is not the one this session last drew from, or
+    (on a session's first draw) not the one the link was made on; then pin ``current``."""
+    pins: dict[str, str | None] = st.session_state.setdefault(PINS, {})
+    linked = st.query_params.get(PIN_KEY)
+    if path in pins and pins[path] != current:
+        st.warning(f"{path} now holds another checkpoint than your last draw (manifest "
+                   f"{pins[path]} -> {current}): this batch and the snippet below come from the "
+                   "new one; a snippet copied before refuses to run.")
+    elif not pins and linked and linked != current:
+        st.warning(f"This link was made on another checkpoint at {path} (manifest "
+                   f"{linked[:16]}); the path now holds {current}, so this batch differs from "
+                   "the one shared.")
+    pins[path] = current
+    if current is None:
+        st.query_params.pop(PIN_KEY, None)
+    elif linked != current:
+        st.query_params[PIN_KEY] = current
+
+
 if data is not None and entry is not None and entry.summary is not None:
     summary = entry.summary
     st.caption(f"Sampling from `{entry.path}` ({summary.kind}, {summary.length:,} rows).")
@@ -71,9 +106,11 @@ if data is not None and entry is not None and entry.summary is not None:
     request = controls(summary.kind)
     priorities = ui.session_priorities(entry.path) if summary.kind == EXPERT else None
     if priorities is not None:
+        # On by default: the Curriculum page's Apply says the lab now samples with them. Not
+        # in the URL: the priorities live in this session only, so a link cannot carry them.
         use = st.toggle(
             "Sample with this session's re-prioritized priorities (Curriculum page)",
-            key="lab_reprioritized",
+            value=True, key="lab_reprioritized",
         )
         priorities = priorities if use else None
     if summary.length == 0:
@@ -90,25 +127,27 @@ if data is not None and entry is not None and entry.summary is not None:
         st.error(f"{entry.path}: {err}")
         st.stop()
     signature = repr((str(entry.path), request, priorities is not None))
-    counters = st.session_state.setdefault(COUNTER, {})
-    buttons = st.columns([1, 1, 2, 4])
-    if buttons[0].button("Resample", type="primary", help="Draw a new batch"):
-        counters[signature] = counters.get(signature, 0) + 1
-    draw = counters.get(signature, 0)
-    seed = draw_seed(request.seed, draw)
-    repeats = buttons[2].number_input(
-        "N", min_value=1, max_value=10_000, value=200, step=50, key="lab_draws",
-        bind="query-params", label_visibility="collapsed",
-        help="How many batches Draw N draws.",
-    )
-    draw_n = buttons[1].button(f"Draw {int(repeats)}", help="Repeat the draw N times")
+    check_pin(str(entry.path), pin(summary.digest))
+    buttons = st.columns([1, 2, 2, 3], vertical_alignment="bottom")
+    buttons[0].button("Resample", type="primary", help="Draw a new batch: the next seed",
+                      on_click=resample)
+    seed = request.seed
+    repeats = int(buttons[1].number_input(
+        "Batches to draw", min_value=1, max_value=10_000, value=200, step=50, key="lab_draws",
+        bind="query-params", help="How many batches the button beside draws, from this seed.",
+    ))
+    draw_n = buttons[2].button(f"Draw {repeats:,} batches",
+                               help="Draw that many batches and compare the frequencies")
     try:
         index = draw_index(buffer, request, seed)
     except ValueError as err:
         st.error(f"{entry.path}: cannot sample: {err}")
         st.stop()
     columns = batch_columns(buffer, request, index)
-    st.caption(f"Draw #{draw + 1} (generator seed {seed}): {len(columns['row']):,} rows.")
+    windows = ("" if request.seq_length is None else
+               f" ({len(columns['row']) // request.seq_length:,} windows of "
+               f"{request.seq_length} rows)")
+    st.caption(f"Seed {seed}: {len(columns['row']):,} rows{windows}.")
 
     st.subheader("Where the batch landed")
     if summary.kind == ONLINE and summary.end_key is not None and request.seq_length is not None:
@@ -119,52 +158,66 @@ if data is not None and entry is not None and entry.summary is not None:
             st.plotly_chart(
                 landing_map_figure(
                     boundary_map(flags), summary.cursor, columns["time"][::seq_len],
-                    columns["env"][::seq_len], seq_len, end_key=end_name,
+                    columns["env"][::seq_len], seq_len, end_key=end_name, full=summary.full,
                 ),
                 width="stretch",
             )
     else:
         unit = "z vector" if summary.kind == ZVECTORS else "row"
+        segments = None
+        if summary.kind == EXPERT:
+            table = buffer.trajectories()
+            segments = (table.start.numpy(), np.asarray(buffer.motion_ids))
         st.plotly_chart(
-            row_landing_figure(columns["row"], len(buffer), unit=unit), width="stretch"
+            row_landing_figure(columns["row"], len(buffer), unit=unit, segments=segments),
+            width="stretch",
         )
     with st.expander("The batch as a table", expanded=False):
         st.dataframe(pd.DataFrame(columns), hide_index=True, width="stretch", height=300)
 
     st.subheader("Frequencies over many draws")
     if draw_n:
-        with st.spinner(f"Drawing {int(repeats)} batches..."):
+        with st.spinner(f"Drawing {repeats:,} batches..."):
             try:
-                drawn = draw_many(buffer, request, seed, int(repeats))
+                drawn = draw_many(buffer, request, seed, repeats)
                 st.session_state[RESULT] = (signature, seed, frequencies(buffer, request, drawn))
             except ValueError as err:
                 st.error(f"{entry.path}: cannot sample: {err}")
     stored = st.session_state.get(RESULT)
     if stored is None or stored[0] != signature:
-        st.info(f"Press **Draw {int(repeats)}** to compare how often each "
+        st.info(f"Press **Draw {repeats:,} batches** to compare how often each "
                 + ("motion" if summary.kind == EXPERT else "trajectory"
                    if summary.kind == ONLINE else "row bin")
                 + " is drawn with what the sampler promises.")
     else:
         result = stored[2]
         test = result.test
-        cols = st.columns(4)
-        cols[0].metric("Draws", f"{result.draws:,}")
+        drawn_unit = "windows" if request.windowed else (
+            "z vectors" if summary.kind == ZVECTORS else "rows")
+        cols = st.columns(5)
+        cols[0].metric("Batches drawn", f"{result.batches:,}",
+                       help=f"from seed {stored[1]}, one generator for all of them")
         cols[1].metric(
+            f"{drawn_unit.capitalize()} drawn", f"{result.draws:,}",
+            help=f"{result.batches:,} batches x {result.draws // max(result.batches, 1):,} "
+            f"{drawn_unit} per batch",
+        )
+        cols[2].metric(
             "chi-square p-value", "n/a" if test.p_value != test.p_value else f"{test.p_value:.3f}",
             help=f"statistic {test.statistic:.1f} on {test.dof} degrees of freedom ({test.bins} "
             "bins after merging those expecting < 5 draws). A p-value that is not tiny means "
             "the draws fit the expected frequencies.",
         )
-        cols[2].metric(
-            "Coverage of valid windows" if request.windowed else "Coverage of rows",
+        cols[3].metric(
+            "Window coverage" if request.windowed else "Row coverage",
             f"{result.coverage:.1%}",
-            help=f"{result.hit:,} distinct of {result.valid:,} possible starts were hit at least "
-            "once.",
+            help=f"{result.hit:,} distinct of {result.valid:,} valid window starts (or rows) were "
+            "hit at least once.",
         )
-        cols[3].metric(f"{result.unit.capitalize()}s", f"{len(result.labels):,}")
+        cols[4].metric(result.units.capitalize(), f"{len(result.labels):,}")
         st.plotly_chart(
-            frequency_figure(result.labels, result.expected, result.observed, unit=result.unit),
+            frequency_figure(result.labels, result.expected, result.observed, unit=result.unit,
+                             units=result.units),
             width="stretch",
         )
 
@@ -174,6 +227,7 @@ if data is not None and entry is not None and entry.summary is not None:
         "Download the batch (CSV)", batch_csv(columns), file_name=f"{entry.name}-seed{seed}.csv",
         mime="text/csv",
     )
-    st.caption("Reproduce this batch from the checkpoint with bufcore:")
+    st.caption("Reproduce this batch from the checkpoint with bufcore (the snippet checks that "
+               "the path still holds the checkpoint drawn from):")
     st.code(snippet(str(entry.path), request, seed, saved_weighting=saved_weighting,
-                    priorities=priorities), language="python")
+                    priorities=priorities, digest=summary.digest), language="python")

@@ -24,6 +24,8 @@ of :func:`bufcore.buffers.base.buffer_class`), the curriculum's by
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -41,6 +43,7 @@ from bufcore.errors import CorruptCheckpointError, CorruptFileError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import (
     CONFIG,
+    PAYLOAD,
     OpenedCheckpoint,
     load_checkpoint,
     saved_ring_position,
@@ -149,6 +152,12 @@ class CheckpointSummary:
         end_key: The end-flag leaf of a trajectory buffer, or None for buffers without one.
         sampler: The prioritized sampler it saved (its per-row priorities are the leaf
             ``("_sampler", "priority")`` of ``spec``), or None.
+        digest: The manifest's checksum, which covers the hash and size of every file: equal
+            for two checkpoints exactly when they hold the same bytes (None without a
+            manifest, as BFM-Zero writes them).
+        rows_digest: sha256 of the manifest's entry for buffer.hdf5 (its size and block
+            hashes): equal exactly when two checkpoints hold the same rows, whatever their
+            saved state (priorities, generator) (None without a manifest).
     """
 
     path: Path
@@ -169,6 +178,8 @@ class CheckpointSummary:
     verified: bool
     end_key: KeyPath | None = None
     sampler: SamplerSummary | None = None
+    digest: str | None = None
+    rows_digest: str | None = None
 
 
 def summarize_checkpoint(
@@ -255,6 +266,8 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
         verified=verify and manifest is not None,
         end_key=None if end_key is None else as_key_path(end_key),
         sampler=_sampler(state),
+        digest=None if manifest is None else str(manifest["checksum"]),
+        rows_digest=None if manifest is None else _entry_digest(manifest["files"][PAYLOAD]),
     )
 
 
@@ -274,6 +287,12 @@ def _sampler(state: Field) -> SamplerSummary | None:
         steps=sampler.steps,
         beta=sampler.beta,
     )
+
+
+def _entry_digest(entry: Any) -> str:
+    """sha256 of a manifest entry as canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(entry, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _priorities(state: Field) -> PrioritySummary | None:

@@ -8,13 +8,19 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from bufcore import load_buffer
 from tests.app.conftest import Dashboard
 
 
 def _preview(at) -> np.ndarray:  # type: ignore[no-untyped-def]
-    return at.dataframe[-1].value["priority new"].to_numpy()
+    return at.dataframe[-1].value["P(sampled) new"].to_numpy()
+
+
+def _versions(run: Path) -> list[str]:
+    folder = run / "reprioritized"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
 def test_the_curriculum_page_renders_the_demo_run(dashboard: Dashboard, demo_run: Path) -> None:
@@ -67,19 +73,44 @@ def test_save_writes_new_versions_that_load_and_leaves_the_source_identical(
     source = run_copy / "checkpoint" / "buffers" / "expert"
     before = {p.name: p.read_bytes() for p in source.iterdir()}
     at = dashboard("curriculum", run_copy, query={"cur_mode": "lin"})
-    wanted = _preview(at)
-    at.button(key="cur_save").click().run()
-    at.button(key="cur_save").click().run()
+    wanted = {}
+    for clamp in (2.0, 4.0):  # two knob settings: two versions
+        at.number_input(key="cur_max").set_value(clamp).run()
+        wanted[clamp] = _preview(at)
+        at.button(key="cur_save").click().run()
     assert not at.exception and not at.error
     first = run_copy / "reprioritized" / "expert-lin-1"
     second = run_copy / "reprioritized" / "expert-lin-2"
-    for written in (first, second):
+    motions = at.dataframe[-1].value["motion"].tolist()
+    for written, clamp in ((first, 2.0), (second, 4.0)):
         buffer = load_buffer(written)
         by_motion = dict(zip(buffer.motion_ids, buffer.priorities.tolist(), strict=True))
-        motions = at.dataframe[-1].value["motion"].tolist()
-        np.testing.assert_allclose([by_motion[m] for m in motions], wanted, rtol=1e-5)
+        np.testing.assert_allclose([by_motion[m] for m in motions], wanted[clamp], rtol=1e-5)
     assert any(str(second) in s.value for s in at.success)
     assert {p.name: p.read_bytes() for p in source.iterdir()} == before
+
+
+def test_saving_twice_with_the_same_knobs_writes_one_version_and_says_so(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    at = dashboard("curriculum", run_copy, query={"cur_mode": "lin"})
+    at.button(key="cur_save").click().run()
+    at.button(key="cur_save").click().run()
+    assert not at.exception and not at.error
+    assert _versions(run_copy) == ["expert-lin-1"]
+    (said,) = [i.value for i in at.info if i.value.startswith("Not saved")]
+    assert "expert-lin-1" in said and "Nothing was written" in said
+
+
+def test_saving_the_checkpoints_own_priorities_writes_nothing(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    # The run's own options give the priorities the checkpoint already holds.
+    at = dashboard("curriculum", run_copy)
+    at.button(key="cur_save").click().run()
+    assert not at.exception and not at.error
+    assert _versions(run_copy) == []
+    assert any(str(run_copy / "checkpoint" / "buffers" / "expert") in i.value for i in at.info)
 
 
 def test_a_save_on_one_run_is_not_reported_on_another(
@@ -175,3 +206,41 @@ def test_unmappable_records_and_no_saved_curriculum_explain_both(
     assert any(m.startswith("This needs evaluation rounds") for m in messages)
     # What the checkpoint alone gives is still drawn: the expert buffer's saved priorities.
     assert "Priorities saved in the expert buffer `expert`" in [s.value for s in at.subheader]
+
+
+def test_the_preview_is_one_chart_and_no_table_column_repeats_another(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("curriculum", demo_run, query={"cur_mode": "lin"})
+    assert len(at.get("plotly_chart")) == 6  # five of the history, one preview
+    table = at.dataframe[-1].value
+    numeric = [c for c in table.columns[3:]]
+    for i, a in enumerate(numeric):
+        for b in numeric[i + 1:]:
+            assert not np.allclose(table[a], table[b]), (a, b)
+
+
+@pytest.mark.parametrize("weighting", ["trajectory", "window"])
+def test_the_saved_priority_is_a_column_only_when_it_differs_from_the_probability(
+    dashboard: Dashboard, run_copy: Path, weighting: str
+) -> None:
+    # With window weighting a motion's probability also counts its windows.
+    expert = run_copy / "checkpoint" / "buffers" / "expert"
+    load_buffer(expert).with_weighting(weighting).save(expert)
+    at = dashboard("curriculum", run_copy, query={"cur_mode": "lin"})
+    assert not at.exception
+    columns = at.dataframe[-1].value.columns
+    assert ("priority new (saved)" in columns) == (weighting == "window")
+
+
+def test_the_spread_chart_gives_entropy_and_effective_motions_separate_axes(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    import json as json_module
+
+    at = dashboard("curriculum", demo_run)
+    spread = next(json_module.loads(c.proto.spec) for c in at.get("plotly_chart")
+                  if "spread" in json_module.loads(c.proto.spec)["layout"]["title"]["text"])
+    layout = spread["layout"]
+    assert "overlaying" not in layout["yaxis2"]  # a panel of its own, not a second scale
+    assert layout["yaxis2"]["dtick"] == 1 and layout["yaxis2"]["tickformat"] == ",d"

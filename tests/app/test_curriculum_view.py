@@ -16,15 +16,19 @@ from app.curriculum_history import (
     motion_order,
 )
 from app.curriculum_view import (
+    SHOWN_DECIMALS,
+    duplicate_version,
     new_priorities,
     next_version,
     per_motion,
+    same_when_shown,
     sampling_probability,
     save_reprioritized,
     version_path,
 )
 from app.run_data import read_log
 from bufcore import load_buffer
+from bufcore.inspect import summarize_checkpoint
 from bufcore.persist.checkpoint import write as checkpoint_write
 
 
@@ -245,3 +249,57 @@ def test_the_motion_history_probability_axis_ticks_on_its_own_values_from_zero()
                                 np.full((2, 1), 0.05), np.ones((2, 1)), "test")
     axis = motion_history(history, 4).layout.yaxis2
     assert (axis.tickmode, axis.rangemode, axis.showgrid) == ("auto", "tozero", False)
+
+
+def _held(*paths: Path) -> list[tuple[Path, str | None]]:
+    return [(p, summarize_checkpoint(p).rows_digest) for p in paths]
+
+
+def test_a_version_holding_the_same_rows_and_priorities_is_a_duplicate(run_copy: Path) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    count = len(load_buffer(source).motion_ids)
+    wanted = np.arange(1, count + 1, dtype=np.float64)
+    saved = save_reprioritized(source, run_copy, "lin", wanted)
+    rows = summarize_checkpoint(source).rows_digest
+    assert duplicate_version(wanted / wanted.sum(), rows, _held(source, saved)) == saved
+    assert duplicate_version(wanted[::-1] / wanted.sum(), rows, _held(source, saved)) is None
+
+
+def test_the_checkpoints_own_priorities_are_a_duplicate_of_the_checkpoint(
+    run_copy: Path,
+) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    own = load_buffer(source).priorities.double().numpy()
+    rows = summarize_checkpoint(source).rows_digest
+    assert duplicate_version(own, rows, _held(source)) == source
+
+
+def test_the_same_priorities_over_other_rows_are_not_a_duplicate(run_copy: Path) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    own = load_buffer(source).priorities.double().numpy()
+    assert duplicate_version(own, "other rows", _held(source)) is None
+
+
+def test_rows_without_a_digest_are_never_called_duplicates(run_copy: Path) -> None:
+    source = run_copy / "checkpoint" / "buffers" / "expert"
+    own = load_buffer(source).priorities.double().numpy()
+    assert duplicate_version(own, None, [(source, None)]) is None
+
+
+@pytest.mark.parametrize(("gap", "same"), [(0.0, True), (0.4, True), (0.6, False)])
+def test_values_are_the_same_when_shown_within_half_a_last_decimal(gap: float,
+                                                                   same: bool) -> None:
+    unit = 10.0**-SHOWN_DECIMALS
+    a = np.array([0.25, 0.5])
+    assert same_when_shown(a, a + gap * unit) == same
+
+
+def test_the_uniform_level_is_named_in_the_legend_not_written_over_the_bars() -> None:
+    from app.curriculum_figures import current_priority_bars, priority_lines
+    from app.curriculum_history import CurriculumHistory
+
+    history = CurriculumHistory(np.array([10, 20]), np.array([4, 5, 6]), np.ones((2, 3)),
+                                np.full((2, 3), 1 / 3), np.ones((2, 3)), "test")
+    for figure in (priority_lines(history), current_priority_bars(history, np.arange(3))):
+        assert not figure.layout.annotations
+        assert [s.name for s in figure.layout.shapes if s.showlegend] == ["uniform"]

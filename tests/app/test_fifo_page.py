@@ -75,3 +75,21 @@ def test_end_flags_that_cannot_be_read_are_an_error_naming_the_file_and_leaf(
         for error in at.error
     )
 
+
+
+def test_the_filled_metric_shows_its_fraction_without_a_delta_arrow(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("fifo", demo_run, query={"buffer": "train"})
+    (filled,) = [m for m in at.metric if m.label.startswith("Filled")]
+    assert filled.label == "Filled (100%)"  # the demo's train ring is full
+    assert not filled.delta
+
+
+def test_the_episode_map_is_headed_as_episode_ends_naming_the_flag(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("fifo", demo_run, query={"buffer": "train"})
+    headers = [h.value for h in at.subheader]
+    assert "Episode ends (the `truncated` flag)" in headers
+    assert not [h for h in headers if "boundaries" in h.lower()]

@@ -15,9 +15,9 @@ NUMERIC_KEYS = (
     "live_every", "m_smooth",
 )
 NAME_KEYS = (
-    "run", "buffer", "lab_weighting", "lab_reprioritized", "z_colour", "cur_mode", "cur_sort",
-    "traj_online", "traj_expert", "live_on", "cmp_a", "cmp_b", "cmp_a_online", "cmp_a_expert",
-    "cmp_b_online", "cmp_b_expert", "m_runs", "m_metrics", "m_x", "m_log",
+    "run", "buffer", "lab_weighting", "lab_reprioritized", "lab_pin", "z_colour", "cur_mode",
+    "cur_sort", "traj_online", "traj_expert", "live_on", "cmp_a", "cmp_b", "cmp_a_online",
+    "cmp_a_expert", "cmp_b_online", "cmp_b_expert", "m_runs", "m_metrics", "m_x", "m_log",
 )
 
 

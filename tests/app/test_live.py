@@ -301,6 +301,14 @@ def test_the_eval_figure_has_one_bar_per_motion_and_names_the_round(motions: int
     assert figure.layout.title.text.startswith("Evaluation round 2 at step 300")
 
 
+def test_the_eval_figure_names_the_mean_in_the_legend_not_over_the_bars() -> None:
+    record = {"step": 300, "round": 2, "motion_ids": [0, 1, 2], "emd": [1.0, 2.0, 0.978]}
+    figure = eval_figure(record)
+    assert not figure.layout.annotations
+    (shape,) = figure.layout.shapes
+    assert shape.showlegend and shape.name == "mean 1.326"
+
+
 def test_the_eval_figure_refuses_a_record_without_matching_lists() -> None:
     with pytest.raises(ValueError, match="motion_ids"):
         eval_figure({"motion_ids": [0, 1], "emd": [1.0]})

@@ -1,5 +1,6 @@
-"""The Sampling lab's landing map (app/sampling_figures.py) on its figure data, without
-Streamlit: each drawn window covers exactly its ring slots, wrapped ones included."""
+"""The Sampling lab's figures (app/sampling_figures.py) on their figure data, without
+Streamlit: each drawn window covers exactly its ring slots, wrapped ones included; the expert
+chart marks motion boundaries; many bins show how far each is from its expected count."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ import plotly.graph_objects as go
 import pytest
 
 from app.ring import boundary_map
-from app.sampling_figures import RUN_EDGE, landing_map_figure
+from app.sampling_figures import (
+    RUN_EDGE,
+    SEGMENT_LABELS,
+    frequency_figure,
+    landing_map_figure,
+    row_landing_figure,
+    standardized_deviations,
+)
 
 
 def window_bars(figure: go.Figure) -> list[tuple[int, list[int]]]:
@@ -26,7 +34,7 @@ def figure_for(capacity: int, envs: int, starts: list[int], on: list[int],
                seq_length: int) -> go.Figure:
     flags = np.zeros((capacity, envs), dtype=bool)
     return landing_map_figure(boundary_map(flags), 0, np.array(starts), np.array(on),
-                              seq_length, end_key="done")
+                              seq_length, end_key="done", full=True)
 
 
 def test_a_window_of_4_from_slot_5_of_7_covers_slots_5_6_0_1() -> None:
@@ -53,3 +61,54 @@ def test_the_title_counts_the_windows_that_wrap() -> None:
 def test_envs_that_do_not_match_the_starts_are_refused() -> None:
     with pytest.raises(ValueError, match="envs"):
         figure_for(7, 1, [1, 2], [0], 2)
+
+
+def test_many_equally_likely_bins_show_the_distribution_of_deviations_not_a_stripe() -> None:
+    # Trajectory weighting: every one of 500 trajectories expects the same share.
+    generator = np.random.default_rng(0)
+    expected = np.full(500, 1 / 500)
+    observed = generator.multinomial(50_000, expected).astype(np.float64)
+    figure = frequency_figure(np.arange(500), expected, observed, unit="trajectory",
+                              units="trajectories")
+    bars, bell = figure.data
+    assert "trajectorys" not in figure.layout.title.text + figure.layout.yaxis.title.text
+    assert isinstance(bars, go.Bar) and sum(bars.y) == 500  # every trajectory counted once
+    assert bell.mode == "lines"
+    assert len(set(np.round(bars.x, 6))) > 1  # spread along x, not one stripe
+
+
+def test_deviations_of_a_correct_sampler_have_mean_near_0_and_sd_near_1() -> None:
+    generator = np.random.default_rng(1)
+    expected = generator.uniform(1, 3, 2_000)
+    expected /= expected.sum()
+    observed = generator.multinomial(400_000, expected).astype(np.float64)
+    deviation, left_out = standardized_deviations(expected, observed)
+    assert left_out == 0
+    assert abs(deviation.mean()) < 0.1 and abs(deviation.std() - 1) < 0.1
+
+
+def test_bins_that_cannot_be_drawn_are_left_out_and_counted() -> None:
+    expected = np.array([0.0, 0.5, 0.5])
+    deviation, left_out = standardized_deviations(expected, np.array([0.0, 4.0, 6.0]))
+    assert left_out == 1 and len(deviation) == 2
+
+
+@pytest.mark.parametrize("motions", [1, 3, SEGMENT_LABELS, SEGMENT_LABELS + 1])
+def test_the_expert_landing_chart_draws_a_boundary_between_motions(motions: int) -> None:
+    starts = np.arange(motions) * 10
+    figure = row_landing_figure(np.array([0, 5, 12]), motions * 10, segments=(
+        starts, np.arange(100, 100 + motions)))
+    (lines,) = [t for t in figure.data if t.name == "motion boundary"]
+    drawn = sorted({x for x in lines.x if x is not None and np.isfinite(x)})
+    assert drawn == starts[1:].tolist()
+    top = figure.to_dict()["layout"].get("xaxis2", {})
+    named = top.get("ticktext", [])
+    if named:
+        assert top["title"]["text"] == "motion id"
+    assert list(named) == (
+        [str(m) for m in range(100, 100 + motions)] if motions <= SEGMENT_LABELS else [])
+
+
+def test_a_landing_chart_of_a_few_rows_ticks_draws_on_whole_numbers() -> None:
+    layout = row_landing_figure(np.array([0, 1, 1, 2]), 3).layout
+    assert layout.yaxis.dtick == 1 and layout.xaxis.dtick == 1

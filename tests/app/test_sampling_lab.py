@@ -12,6 +12,7 @@ import torch
 from app.curriculum_view import motion_view, per_motion
 from app.sampling_lab import (
     EXPERT,
+    MAX_SEED,
     ONLINE,
     LabRequest,
     batch_columns,
@@ -19,15 +20,15 @@ from app.sampling_lab import (
     chi_square,
     draw_index,
     draw_many,
-    draw_seed,
     expected_trajectory_probabilities,
     frequencies,
+    next_seed,
     prepared,
     snippet,
 )
 from app.trajectory_stats import expert_from_leaves
 from bufcore import DictBuffer, ZBuffer, load_buffer
-from bufcore.inspect import read_leaf, window_settings
+from bufcore.inspect import read_leaf, summarize_checkpoint, window_settings
 
 BUFFERS = "checkpoint/buffers"
 
@@ -46,9 +47,17 @@ def _dict_buffer(capacity: int, written: int) -> DictBuffer:
     return buf
 
 
-def test_the_first_draw_uses_the_seed_itself_and_later_draws_differ() -> None:
-    assert draw_seed(42, 0) == 42
-    assert len({draw_seed(42, k) for k in range(100)}) == 100
+@pytest.mark.parametrize(("seed", "after"), [(0, 1), (41, 42), (MAX_SEED - 1, MAX_SEED),
+                                             (MAX_SEED, 0)])
+def test_resample_moves_to_the_next_seed_and_wraps_past_the_largest(seed: int,
+                                                                    after: int) -> None:
+    assert next_seed(seed) == after
+
+
+@pytest.mark.parametrize("seed", [-1, MAX_SEED + 1])
+def test_a_seed_outside_the_seed_box_has_no_next_seed(seed: int) -> None:
+    with pytest.raises(ValueError, match="seed"):
+        next_seed(seed)
 
 
 def test_a_negative_seed_is_refused() -> None:
@@ -193,11 +202,11 @@ def test_the_snippet_reproduces_the_rows_of_the_lab(
     priorities = None
     if reprioritize:
         priorities = np.linspace(1.0, 2.0, len(loaded.priorities))
-    seed = draw_seed(request.seed, 3)
+    seed = 3
     buf = prepared(loaded, request, priorities)
     lab = batch_columns(buf, request, draw_index(buf, request, seed))
     code = snippet(str(path), request, seed, saved_weighting=getattr(loaded, "weighting", None),
-                   priorities=priorities)
+                   priorities=priorities, digest=summarize_checkpoint(path).digest)
     scope: dict[str, Any] = {}
     exec(code, scope)
     assert scope["rows"].tolist() == lab["row"].tolist()
@@ -213,3 +222,31 @@ def test_the_snippet_reproduces_the_rows_of_the_lab(
     rows_per_time = stored.shape[1] if kind == ONLINE else 1
     flat = stored.reshape(stored.shape[0] * rows_per_time, *stored.shape[1 + (kind == ONLINE):])
     assert torch.equal(sampled, flat[scope["rows"]])
+
+
+def test_the_snippet_refuses_a_path_that_now_holds_another_checkpoint(run_copy: Path) -> None:
+    path = run_copy / BUFFERS / "expert"
+    request = _request(EXPERT, batch=32)
+    code = snippet(str(path), request, 3, saved_weighting="trajectory",
+                   digest=summarize_checkpoint(path).digest)
+    exec(code, {})  # the checkpoint drawn from: it runs
+    buffer = load_buffer(path)
+    buffer.update_priorities(torch.linspace(1.0, 2.0, len(buffer.priorities)),
+                             torch.arange(len(buffer.priorities)))
+    buffer.save(path)  # a later save over the same path
+    with pytest.raises(RuntimeError, match="another checkpoint"):
+        exec(code, {})
+
+
+def test_a_snippet_without_a_digest_says_it_cannot_pin_the_path() -> None:
+    code = snippet("/x", _request("DictBuffer"), 3, saved_weighting=None)
+    assert "cannot be pinned" in code and "summarize_checkpoint" not in code
+
+
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_frequencies_count_batches_and_the_windows_in_them(demo_run: Path, repeats: int) -> None:
+    buf = load_buffer(demo_run / BUFFERS / "train")
+    request = _request(ONLINE, batch=32)  # 8 windows of 4 rows per batch
+    result = frequencies(buf, request, draw_many(buf, request, 0, repeats))
+    assert (result.batches, result.draws) == (repeats, repeats * 8)
+    assert result.units == "trajectories"

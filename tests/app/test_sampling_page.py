@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from bufcore import DictBuffer
-from tests.app.conftest import Dashboard
+import torch
+
+from bufcore import DictBuffer, load_buffer
+from bufcore.inspect import summarize_checkpoint
+from tests.app.conftest import PAGES, Dashboard
 
 
 def _rows(at: object) -> list[int]:
@@ -76,3 +80,96 @@ def test_a_batch_that_is_not_a_multiple_of_seq_length_shows_the_sampler_message(
     at = dashboard("sampling_lab", demo_run, query={"buffer": "train", "lab_batch": "30"})
     assert not at.exception
     assert any("divisible" in e.value for e in at.error)
+
+
+def test_resample_moves_the_seed_in_the_url_so_the_link_shows_the_same_batch(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("sampling_lab", demo_run, query={"buffer": "train", "lab_seed": "7"})
+    _button(at, "Resample").click().run()  # type: ignore[attr-defined]
+    assert not at.exception
+    assert at.number_input(key="lab_seed").value == 8
+    assert at.query_params["lab_seed"] == "8"
+    assert "manual_seed(8)" in at.code[0].value
+    shown = _rows(at)
+    link = dict(at.query_params)
+    assert _rows(dashboard("sampling_lab", demo_run, query=link)) == shown
+
+
+def test_draw_n_counts_batches_and_windows_under_their_own_names(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    query = {"buffer": "train", "lab_draws": "20", "lab_batch": "64", "lab_seq": "8"}
+    at = dashboard("sampling_lab", demo_run, query=query)
+    _button(at, "Draw 20 batches").click().run()  # type: ignore[attr-defined]
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Batches drawn"] == "20"
+    assert metrics["Windows drawn"] == "160"  # 20 batches x 8 windows of 8 rows
+    assert "Draws" not in metrics
+
+
+def test_the_batch_count_box_has_a_visible_label(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("sampling_lab", demo_run, query={"buffer": "train"})
+    box = at.number_input(key="lab_draws")
+    assert box.label == "Batches to draw"
+    assert box.proto.label_visibility.value == box.proto.label_visibility.VISIBLE
+
+
+def test_the_count_of_trajectories_is_spelled_as_a_plural(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("sampling_lab", demo_run, query={"buffer": "train", "lab_draws": "5"})
+    _button(at, "Draw 5").click().run()  # type: ignore[attr-defined]
+    labels = [m.label for m in at.metric]
+    assert "Trajectories" in labels and "Trajectorys" not in labels
+    spec = at.get("plotly_chart")[-1].proto.spec
+    assert "rajectorys" not in spec
+
+
+def test_the_expert_landing_chart_draws_the_motion_boundaries(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("sampling_lab", demo_run, query={"buffer": "expert"})
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    (lines,) = [t for t in spec["data"] if t.get("name") == "motion boundary"]
+    assert lines["mode"] == "lines"
+
+
+def test_applying_priorities_on_the_curriculum_page_turns_them_on_in_the_lab(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("curriculum", demo_run, query={"cur_mode": "lin"})
+    at.button(key="cur_apply").click().run()
+    at.switch_page(PAGES["sampling_lab"]).run()
+    assert not at.exception
+    assert at.toggle(key="lab_reprioritized").value is True
+    assert "re-prioritized priorities" in at.code[0].value
+
+
+def test_the_snippet_pins_the_checkpoint_it_drew_from(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("sampling_lab", demo_run, query={"buffer": "expert"})
+    digest = summarize_checkpoint(demo_run / "checkpoint/buffers/expert").digest
+    assert digest is not None and f"!= {digest!r}" in at.code[0].value
+    assert at.query_params["lab_pin"] == digest[:16]
+
+
+def test_a_link_made_on_another_checkpoint_warns(dashboard: Dashboard, demo_run: Path) -> None:
+    at = dashboard("sampling_lab", demo_run, query={"buffer": "expert", "lab_pin": "0" * 16})
+    assert not at.exception
+    assert any("link was made on another checkpoint" in w.value for w in at.warning)
+
+
+def test_a_checkpoint_replaced_between_draws_warns(dashboard: Dashboard, run_copy: Path) -> None:
+    at = dashboard("sampling_lab", run_copy, query={"buffer": "expert"})
+    assert not at.warning
+    path = run_copy / "checkpoint/buffers/expert"
+    buffer = load_buffer(path)
+    buffer.update_priorities(torch.linspace(1.0, 2.0, len(buffer.priorities)),
+                             torch.arange(len(buffer.priorities)))
+    buffer.save(path)
+    _button(at, "Resample").click().run()  # type: ignore[attr-defined]
+    assert not at.exception
+    assert any("now holds another checkpoint" in w.value for w in at.warning)

@@ -153,3 +153,26 @@ def test_compare_opens_on_the_run_against_its_latest_earlier_checkpoint(
     assert b.locator("input").input_value() == "demo/checkpoints/step-000030"
     assert page.get_by_text("checkpoint at step 30, round 1").count() == 1
     assert page.get_by_text("A and B are the same").count() == 0
+
+
+def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
+    page: Any, browser: Any, dashboard_url: str
+) -> None:
+    page.goto(dashboard_url + "sampling_lab?buffer=train&lab_seed=4")
+    settle(page)
+    page.get_by_role("button", name="Resample").click()
+    page.wait_for_url(re.compile(r"lab_seed=5"))
+    settle(page)
+    assert page.locator(EXCEPTION).count() == 0
+    code = page.locator('[data-testid="stCode"]').first.inner_text()
+    assert "manual_seed(5)" in code
+    # The copied link, in a fresh browser profile: the same seed, the same snippet.
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        other = context.new_page()
+        other.goto(page.url)
+        settle(other)
+        assert "Seed 5:" in other.inner_text("body")
+        assert other.locator('[data-testid="stCode"]').first.inner_text() == code
+    finally:
+        context.close()

@@ -131,6 +131,50 @@ def test_a_bfm_zero_directory_summarizes_with_its_ring_position_derived(tmp_path
     assert summary.spec[0].key_path == ("observation", "state")
 
 
+def _expert(priorities: list[float]) -> bufcore.TrajectoryDictBuffer:
+    episodes = [{"observation": np.full((n, 2), i, np.float32), "motion_id": np.full(n, i)}
+                for i, n in enumerate([3, 4, 5])]
+    buffer = bufcore.TrajectoryDictBuffer(episodes, seed=0)
+    buffer.update_priorities(priorities, [0, 1, 2])
+    return buffer
+
+
+def test_two_saves_of_one_buffer_have_one_digest(tmp_path: Path) -> None:
+    buffer = _expert([1.0, 2.0, 3.0])
+    buffer.save(tmp_path / "a")
+    buffer.save(tmp_path / "b")
+    a, b = summarize_checkpoint(tmp_path / "a"), summarize_checkpoint(tmp_path / "b")
+    assert a.digest is not None and a.digest == b.digest
+    assert a.rows_digest is not None and a.rows_digest == b.rows_digest
+
+
+def test_other_priorities_change_the_digest_but_not_the_rows_digest(tmp_path: Path) -> None:
+    _expert([1.0, 2.0, 3.0]).save(tmp_path / "a")
+    _expert([3.0, 2.0, 1.0]).save(tmp_path / "b")
+    a, b = summarize_checkpoint(tmp_path / "a"), summarize_checkpoint(tmp_path / "b")
+    assert a.digest != b.digest
+    assert a.rows_digest == b.rows_digest
+
+
+def test_other_rows_change_both_digests(tmp_path: Path) -> None:
+    dict_buffer(tmp_path / "a", 4, 2)
+    dict_buffer(tmp_path / "b", 4, 3)
+    a, b = summarize_checkpoint(tmp_path / "a"), summarize_checkpoint(tmp_path / "b")
+    assert a.digest != b.digest and a.rows_digest != b.rows_digest
+
+
+def test_a_bfm_zero_directory_has_no_digest(tmp_path: Path) -> None:
+    path = tmp_path / "bfm"
+    path.mkdir()
+    with h5py.File(path / "buffer.hdf5", "w") as h5:
+        h5.create_dataset("observation-state", data=np.ones((3, 5), np.float32))
+    config = {"capacity": 8, "device": "cpu", "__target__":
+              "humanoidverse.agents.buffers.transition.DictBuffer"}
+    (path / "config.json").write_text(json.dumps(config))
+    summary = summarize_checkpoint(path)
+    assert (summary.digest, summary.rows_digest) == (None, None)
+
+
 # ------------------------------------------------------------------------------- lazy
 def test_damaged_rows_still_summarize_because_no_row_is_read(tmp_path: Path) -> None:
     dict_buffer(tmp_path / "ckpt", 4, 3)

@@ -1,0 +1,152 @@
+"""The dashboard as a browser gets it: each page's first render and the Sampling lab's Resample.
+
+``python -m bench.dashboard_browser [--run DIR]`` writes a demo run (``bufcore demo``'s
+defaults) unless one is given, serves it with ``streamlit run app/main.py`` on 127.0.0.1 and
+drives Debian's ``/usr/bin/chromium`` with Playwright (the flags of DESIGN §5):
+
+- **first render**: a fresh tab (a new page, so a new Streamlit session, in a browser that has
+  loaded the dashboard before, as a user's has), from navigation until the script has finished
+  and every chart on the page is drawn; median of 3 per page, after one visit per page that
+  warms the server's caches and the browser's HTTP cache;
+- **Resample** on the Sampling lab: from the click until the next seed is in the caption and
+  the URL and the chart is drawn again; median of 15 (3 tabs x 5 clicks) per buffer.
+
+Targets (issue 19): first render < 2 s, Resample < 0.3 s. The one-minute load average before
+and after is printed beside the numbers: on a shared machine it decides most of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PAGES = ("", "fifo", "trajectories", "sampling_lab?buffer=expert", "sampling_lab?buffer=train",
+         "z_buffer", "curriculum", "td_ema", "live", "compare")
+IDLE = ("() => { const w = document.querySelector('[data-testid=\"stStatusWidget\"]');"
+        " return !w || !w.innerText.includes('Running'); }")
+DRAWN = ("() => !document.querySelector('[data-testid=\"stSkeleton\"]') && Array.from("
+         "document.querySelectorAll('[data-testid=\"stPlotlyChart\"]'))"
+         ".every(e => e.querySelector('.main-svg'))")
+TIMEOUT_MS = 60_000
+
+
+@contextmanager
+def dashboard(run: Path) -> Iterator[str]:
+    """``streamlit run app/main.py`` on ``run``, yielding its URL once it answers."""
+    from app.sources import ROOTS_ENV, RUNS_ENV
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    env = {**os.environ, RUNS_ENV: str(run), ROOTS_ENV: "", "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
+         "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url + "_stcore/health"):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("streamlit did not start") from None
+                time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def open_page(context: Any, url: str) -> tuple[Any, float]:
+    """A new tab on ``url`` and the seconds until its script ended and its charts were drawn."""
+    tab = context.new_page()
+    start = time.perf_counter()
+    tab.goto(url)
+    tab.wait_for_selector("h1", timeout=TIMEOUT_MS)
+    tab.wait_for_function(IDLE, timeout=TIMEOUT_MS, polling=10)
+    tab.wait_for_function(DRAWN, timeout=TIMEOUT_MS, polling=10)
+    return tab, time.perf_counter() - start
+
+
+def resample(tab: Any) -> float:
+    """Seconds from a click on Resample until the next seed's batch is shown and drawn."""
+    seed = int(re.search(r"Seed (\d+):", tab.inner_text("body")).group(1))  # type: ignore[union-attr]
+    start = time.perf_counter()
+    tab.get_by_role("button", name="Resample").click()
+    tab.wait_for_function(f"() => document.body.innerText.includes('Seed {seed + 1}:')",
+                          timeout=TIMEOUT_MS, polling=5)
+    tab.wait_for_function(IDLE, timeout=TIMEOUT_MS, polling=5)
+    tab.wait_for_function(DRAWN, timeout=TIMEOUT_MS, polling=5)
+    elapsed = time.perf_counter() - start
+    if f"lab_seed={seed + 1}" not in tab.url:
+        raise RuntimeError(f"Resample did not put the seed in the URL: {tab.url}")
+    return elapsed
+
+
+def measure(run: Path, pages: tuple[str, ...]) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright
+
+    result: dict[str, Any] = {"load_before": round(os.getloadavg()[0], 2)}
+    with dashboard(run) as url, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1800})
+        for page in pages:  # warm the server's caches and the browser's HTTP cache
+            open_page(context, url + page)[0].close()
+        for page in pages:
+            renders, clicks = [], []
+            for _ in range(3):
+                tab, seconds = open_page(context, url + page)
+                renders.append(seconds)
+                if page.startswith("sampling_lab"):
+                    clicks += [resample(tab) for _ in range(5)]
+                tab.close()
+            name = page or "overview"
+            result[f"{name}: first render (s)"] = round(statistics.median(renders), 2)
+            if clicks:
+                result[f"{name}: Resample (s)"] = round(statistics.median(clicks), 3)
+        browser.close()
+    result["load_after"] = round(os.getloadavg()[0], 2)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.dashboard_browser",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, help="a run directory (default: a fresh demo run)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-browser-") as scratch:
+        run = args.run
+        if run is None:
+            from bufcore.runs.demo import DemoOptions, run_demo
+
+            run = Path(scratch) / "demo"
+            run_demo(run, DemoOptions())
+        result = measure(run, PAGES)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

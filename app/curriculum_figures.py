@@ -85,7 +85,7 @@ def current_priority_bars(history: CurriculumHistory, order: np.ndarray) -> go.F
     """The normalised priorities after the last round, one bar per motion in ``order``."""
     figure = go.Figure(
         go.Bar(x=[str(m) for m in history.motion_ids[order]], y=history.probability[-1, order],
-               marker_color="#1f77b4",
+               marker_color="#1f77b4", name="priority",
                hovertemplate="motion %{x}: %{y:.4f}<extra></extra>")
     )
     reference_line(figure, y=1.0 / len(order), label="uniform", colour="grey", dash="dot")

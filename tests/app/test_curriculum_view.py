@@ -303,3 +303,16 @@ def test_the_uniform_level_is_named_in_the_legend_not_written_over_the_bars() ->
     for figure in (priority_lines(history), current_priority_bars(history, np.arange(3))):
         assert not figure.layout.annotations
         assert [s.name for s in figure.layout.shapes if s.showlegend] == ["uniform"]
+
+
+def test_every_trace_of_the_priority_bars_has_a_name_for_the_legend() -> None:
+    # A legend turned on for the uniform line lists unnamed traces as "trace 0".
+    from app.curriculum_figures import current_priority_bars, saved_probability_bars
+    from app.curriculum_history import CurriculumHistory
+
+    history = CurriculumHistory(np.array([10, 20]), np.array([4, 5, 6]), np.ones((2, 3)),
+                                np.full((2, 3), 1 / 3), np.ones((2, 3)), "test")
+    figures = (current_priority_bars(history, np.arange(3)),
+               saved_probability_bars(np.array([4, 5, 6]), np.full(3, 1 / 3)))
+    for figure in figures:
+        assert all(trace.name for trace in figure.data)

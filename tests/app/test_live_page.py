@@ -108,7 +108,7 @@ def progress(at: AppTest) -> str:
 def test_live_says_a_finished_run_has_finished(dashboard: Dashboard, demo_run: Path) -> None:
     at = dashboard("live", demo_run)
     assert "**Finished**: the run logged its end" in successes(at)
-    assert metric(at, "Time left") == "n/a"
+    assert metric(at, "Time left") == "none: finished"
 
 
 def test_live_shows_a_running_run_as_step_x_of_its_plan_with_the_time_left(

@@ -1,6 +1,7 @@
 """bufcore: replay buffers for PyTorch RL that you can look inside.
 
-Public surface: the buffer classes and the parts they are composed of (``Buffer``, the
+Public surface: the buffer classes (DI-engine's ``NaiveReplayBuffer``, ``AdvancedReplayBuffer``
+and ``EpisodeReplayBuffer`` among them) and the parts they are composed of (``Buffer``, the
 ``Sampler`` protocol and the samplers, ``PrioritizedSampler`` and its trees), the loaders, the
 EMD curriculum, the TD-error statistics and weights, and the errors bufcore raises on purpose.
 The subpackages hold the layers (README "Development").
@@ -18,6 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bufcore.buffers.base import Buffer, load_buffer
+    from bufcore.buffers.ding.advanced import AdvancedReplayBuffer
+    from bufcore.buffers.ding.episode import EpisodeReplayBuffer
+    from bufcore.buffers.ding.naive import NaiveReplayBuffer
     from bufcore.buffers.expert import TrajectoryDictBuffer
     from bufcore.buffers.motions import load_expert_trajectories
     from bufcore.buffers.online import TrajectoryDictBufferMultiDim
@@ -48,6 +52,9 @@ if TYPE_CHECKING:
 _HOMES = {
     "Buffer": "bufcore.buffers.base",
     "load_buffer": "bufcore.buffers.base",
+    "AdvancedReplayBuffer": "bufcore.buffers.ding.advanced",
+    "EpisodeReplayBuffer": "bufcore.buffers.ding.episode",
+    "NaiveReplayBuffer": "bufcore.buffers.ding.naive",
     "TrajectoryDictBuffer": "bufcore.buffers.expert",
     "load_expert_trajectories": "bufcore.buffers.motions",
     "TrajectoryDictBufferMultiDim": "bufcore.buffers.online",
@@ -82,14 +89,17 @@ _HOMES = {
 }
 
 __all__ = [
+    "AdvancedReplayBuffer",
     "Buffer",
     "CorruptCheckpointError",
     "CorruptFileError",
     "Curriculum",
     "DictBuffer",
+    "EpisodeReplayBuffer",
     "KeyPathError",
     "LeafNotLoadedError",
     "MinTree",
+    "NaiveReplayBuffer",
     "PrioritizedSampler",
     "RingPosition",
     "Round",

@@ -260,6 +260,18 @@ class Buffer(ABC):
         return config.optional("nested_key_separator", "-").validate(check_separator), 1
 
     @classmethod
+    def saved_ring(cls, config: Field, count: int) -> tuple[int, int, bool]:
+        """The capacity, cursor and fullness config.json records, checked against ``count``
+        stored rows (a class whose rows are not its ring's slots checks its own way).
+
+        Raises:
+            StateError: a field is malformed, or they do not describe ``count`` rows.
+        """
+        capacity = config.key("capacity").integer(minimum=1)
+        cursor, is_full = saved_ring_position(config, count, capacity)
+        return capacity, cursor, is_full
+
+    @classmethod
     def sampled_leaves(cls, config: Field) -> list[KeyPath]:
         """The leaves sampling reads (end flags, motion ids): a load with ``leaves=`` always
         loads them.

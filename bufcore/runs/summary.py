@@ -43,7 +43,6 @@ from bufcore.persist.checkpoint import (
     CONFIG,
     OpenedCheckpoint,
     load_checkpoint,
-    saved_ring_position,
 )
 from bufcore.persist.run_checkpoint import (
     METRICS_FILE,
@@ -221,8 +220,7 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
     separator, batch_dims = cls.saved_layout(config)
     source = opened.row_source(separator, batch_dims)
     # The ring's size, as every class saves it (the expert buffer's equals its rows).
-    capacity = config.key("capacity").integer(minimum=1)
-    cursor, full = saved_ring_position(config, source.count, capacity)
+    capacity, cursor, full = cls.saved_ring(config, source.count)
     envs = source.env_count if source.env_count is not None else 1
     rows = tuple(
         SpecRow(

@@ -33,6 +33,10 @@ from typing import Any
 import numpy as np
 
 from bufcore.buffers.base import Buffer, buffer_class
+from bufcore.buffers.ding.config import saved_config
+from bufcore.buffers.ding.core import DingBuffer
+from bufcore.buffers.ding.episode import EpisodeReplayBuffer
+from bufcore.buffers.ding.saving import saved_status
 from bufcore.buffers.prioritized import saved_sampler
 from bufcore.buffers.windowed import WindowedBuffer, WindowOptions
 from bufcore.checks import check_bool, check_int
@@ -124,6 +128,30 @@ class SamplerSummary:
 
 
 @dataclass(frozen=True)
+class DingSummary:
+    """What a DI-engine buffer checkpoint (``NaiveReplayBuffer``, ``AdvancedReplayBuffer``,
+    ``EpisodeReplayBuffer``) records beyond the ring.
+
+    Attributes:
+        storage: ``"list"`` (Python dicts, saved as columns) or ``"packed"`` (tensor rows).
+        unit: What one slot holds: ``"item"``, or ``"episode"`` (then the rows are its
+            episodes' transitions, not slots).
+        count: Valid items (or episodes).
+        push_count: Items pushed (DI-engine's ``push_count``).
+        counters: The monitor's counts (``pushed``, ``sampled``, ``sample_calls``,
+            ``refused_pushes``, ``refused_samples``, ``removed``).
+        config: The DI-engine config as saved (infinities as ``"inf"``).
+    """
+
+    storage: str
+    unit: str
+    count: int
+    push_count: int
+    counters: dict[str, int]
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class CheckpointSummary:
     """A buffer checkpoint directory, as :func:`summarize_checkpoint` read it.
 
@@ -147,7 +175,9 @@ class CheckpointSummary:
             ``verify=True`` and a manifest).
         end_key: The end-flag leaf of a trajectory buffer, or None for buffers without one.
         sampler: The prioritized sampler it saved (its per-row priorities are the leaf
-            ``("_sampler", "priority")`` of ``spec``), or None.
+            ``("_sampler", "priority")`` of ``spec``, ``("_ding", "priority")`` for an
+            ``AdvancedReplayBuffer``), or None.
+        ding: What a DI-engine buffer records beyond the ring, or None for other kinds.
     """
 
     path: Path
@@ -168,6 +198,7 @@ class CheckpointSummary:
     verified: bool
     end_key: KeyPath | None = None
     sampler: SamplerSummary | None = None
+    ding: DingSummary | None = None
 
 
 def summarize_checkpoint(
@@ -234,6 +265,8 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
     )
     manifest = opened.manifest
     end_key = options.get("end_key")
+    ding = _ding(cls, options, state)
+    sampler = _sampler(state) if ding is None else _sampler(state.key("ding"))
     return CheckpointSummary(
         path=opened.path,
         format="BFM-Zero" if manifest is None else f"bufcore v{manifest['format_version']}",
@@ -252,7 +285,27 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
         priorities=_priorities(state),
         verified=verify and manifest is not None,
         end_key=None if end_key is None else as_key_path(end_key),
-        sampler=_sampler(state),
+        sampler=sampler,
+        ding=ding,
+    )
+
+
+def _ding(cls: type[Buffer], options: dict[str, Any], state: Field) -> DingSummary | None:
+    """The summary of a DI-engine buffer's own state (None for other kinds).
+
+    Raises:
+        StateError: a field is malformed.
+    """
+    if not issubclass(cls, DingBuffer):
+        return None
+    status = saved_status(state)
+    return DingSummary(
+        storage=options["storage"],
+        unit="episode" if issubclass(cls, EpisodeReplayBuffer) else "item",
+        count=status.valid,
+        push_count=status.push_count,
+        counters=status.counters,
+        config=saved_config(options["cfg"]),
     )
 
 

@@ -30,7 +30,7 @@ from bufcore.fields import Field
 QUANTILES = (("priority_min", 0.0), ("priority_q25", 0.25), ("priority_median", 0.5),
              ("priority_q75", 0.75), ("priority_max", 1.0))
 # Counters a save keeps (the rest is recomputed or starts afresh).
-_COUNTERS = ("pushed", "sampled", "sample_calls", "refused_pushes", "refused_samples", "removed")
+COUNTERS = ("pushed", "sampled", "sample_calls", "refused_pushes", "refused_samples", "removed")
 
 
 class MetricsSink(Protocol):
@@ -115,7 +115,7 @@ class ReplayMonitor:
     def state_dict(self) -> dict[str, Any]:
         """The counters and rates as plain data."""
         return {
-            **{name: getattr(self, name) for name in _COUNTERS},
+            **{name: getattr(self, name) for name in COUNTERS},
             "rates": self.rates.state_dict(),
         }
 
@@ -125,7 +125,7 @@ class ReplayMonitor:
         Raises:
             StateError: a field is missing or malformed.
         """
-        counters = {name: state.key(name).integer(minimum=0) for name in _COUNTERS}
+        counters = {name: state.key(name).integer(minimum=0) for name in COUNTERS}
         self.rates.load_state_dict(state.key("rates"))
         for name, value in counters.items():
             setattr(self, name, value)

@@ -20,6 +20,7 @@ has them gone, and their files are not deleted by the loaded buffer.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -28,6 +29,7 @@ import torch
 from bufcore.buffers.ding.columns import KINDS
 from bufcore.buffers.ding.config import loaded_config, resolve_config, saved_config
 from bufcore.buffers.ding.items import STORAGES, ListItems, PackedItems
+from bufcore.buffers.ding.monitor import COUNTERS
 from bufcore.errors import StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import saved_ring_position
@@ -242,6 +244,37 @@ def _restore_items(
         data.read_into({path: column})
         columns[path] = column.to(buffer.device) if kinds[path] == "tensor" else column
     items.restore(columns, kinds, live)
+
+
+@dataclass(frozen=True)
+class SavedStatus:
+    """What ``state['ding']`` records beyond the rows (read without reading any).
+
+    Attributes:
+        valid: Valid items (episodes, for an episode buffer).
+        push_count: Items pushed (DI-engine's ``push_count``).
+        counters: The monitor's counters (``pushed``, ``sampled``, ``sample_calls``,
+            ``refused_pushes``, ``refused_samples``, ``removed``).
+    """
+
+    valid: int
+    push_count: int
+    counters: dict[str, int]
+
+
+def saved_status(state: Field) -> SavedStatus:
+    """The one parser of ``state['ding']``'s counts, for summaries.
+
+    Raises:
+        StateError: a field is missing or malformed.
+    """
+    ding = state.key("ding")
+    monitor = ding.key("monitor")
+    return SavedStatus(
+        valid=ding.key("valid").integer(minimum=0),
+        push_count=ding.key("push_count").integer(minimum=0),
+        counters={name: monitor.key(name).integer(minimum=0) for name in COUNTERS},
+    )
 
 
 def parse_kinds(ding: Field) -> dict[KeyPath, str]:

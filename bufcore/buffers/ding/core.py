@@ -306,7 +306,9 @@ class DingBuffer(Buffer):
         for data_id in leaving:
             self._queue_file(data_id)
         overwritten = int(live.sum())
-        if overwritten:
+        if lost:  # every slot was written twice: the oldest item is at the new tail
+            self._head = (start + count) % capacity
+        elif overwritten:  # DI-engine's head: past the last item overwritten
             self._head = (int(slots[np.flatnonzero(live)[-1]]) + 1) % capacity
         self._live[slots] = True
         self._uid[slots] = self._next_uid + lost + np.arange(kept)

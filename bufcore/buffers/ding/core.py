@@ -23,6 +23,7 @@ and keys a sample adds go on new dicts.
 
 from __future__ import annotations
 
+import copy
 import numbers
 import os
 import warnings
@@ -514,7 +515,7 @@ class DingBuffer(Buffer):
         capacity = self.replay_buffer_size
         order = (np.arange(self._filled()) + (self._tail if self._full else 0)) % capacity
         slots = order[self._live[order]]
-        return [dict(item) for item in self._items.read(slots.tolist())]
+        return [copy.copy(item) for item in self._items.read(slots.tolist())]
 
     # ------------------------------------------------------------ state idiom
     def state_dict(self) -> dict[str, Any]:

@@ -452,13 +452,14 @@ class DingBuffer(Buffer):
 
     # ------------------------------------------------------------ monitoring
     def stats(self) -> dict[str, Any]:
-        """What the buffer reports about itself, as one flat JSON-ready dict: ``count``,
-        ``capacity``, push and sample counts and rates (items per second), refused pushes and
-        samples, items removed, mean and max ``use`` and ``staleness`` of recent samples (see
-        :mod:`bufcore.buffers.ding.monitor`), ``last_refusal``; the prioritized buffer adds
-        priority quantiles, ``beta`` and its throughput ratio."""
+        """What the buffer reports about itself, as one flat JSON-ready dict: ``buffer`` (the
+        class name), ``count``, ``capacity``, push and sample counts and rates (items per
+        second), refused pushes and samples, items removed, mean and max ``use`` and
+        ``staleness`` of recent samples (see :mod:`bufcore.buffers.ding.monitor`),
+        ``last_refusal``; the prioritized buffer adds priority quantiles, ``beta`` and its
+        throughput ratio."""
         return {
-            "kind": type(self).__name__,
+            "buffer": type(self).__name__,
             "count": self._valid,
             "capacity": self.replay_buffer_size,
             **self._monitor.stats(),

@@ -142,5 +142,5 @@ def test_meta_data_mode_is_refused() -> None:
 def test_bad_chunk_arguments_are_refused_naming_them(
     size: int, length: Any, weighting: Any, error: type[Exception]
 ) -> None:
-    with pytest.raises(error, match="chunk_length|weighting"):
+    with pytest.raises(error, match=r"chunk_length|weighting"):
         buffer_of([3]).sample_chunks(size, length, 0, weighting=weighting)

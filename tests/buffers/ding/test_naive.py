@@ -194,7 +194,7 @@ def test_packed_items_with_other_keys_are_refused() -> None:
 def test_bad_sample_arguments_are_refused_naming_them(
     size: Any, iteration: Any, error: type[Exception]
 ) -> None:
-    with pytest.raises(error, match="size|cur_learner_iter"):
+    with pytest.raises(error, match=r"size|cur_learner_iter"):
         filled(2, 2).sample(size, iteration)
 
 

@@ -1,10 +1,10 @@
 """bufcore: replay buffers for PyTorch RL that you can look inside.
 
 Public surface: the buffer classes (DI-engine's ``NaiveReplayBuffer``, ``AdvancedReplayBuffer``
-and ``EpisodeReplayBuffer`` among them) and the parts they are composed of (``Buffer``, the
-``Sampler`` protocol and the samplers, ``PrioritizedSampler`` and its trees), the loaders, the
-EMD curriculum, the TD-error statistics and weights, and the errors bufcore raises on purpose.
-The subpackages hold the layers (README "Development").
+and ``EpisodeReplayBuffer`` among them, with their ``IBuffer`` protocol) and the parts they are
+composed of (``Buffer``, the ``Sampler`` protocol and the samplers, ``PrioritizedSampler`` and
+its trees), the loaders, the EMD curriculum, the TD-error statistics and weights, and the
+errors bufcore raises on purpose. The subpackages hold the layers (README "Development").
 
 Each name is imported on first use (``from bufcore import DictBuffer`` or ``bufcore.DictBuffer``),
 not by ``import bufcore`` itself: that keeps torch out of the way until something needs it, so
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bufcore.buffers.ding.advanced import AdvancedReplayBuffer
     from bufcore.buffers.ding.episode import EpisodeReplayBuffer
     from bufcore.buffers.ding.naive import NaiveReplayBuffer
+    from bufcore.buffers.ding.protocol import IBuffer
     from bufcore.buffers.expert import TrajectoryDictBuffer
     from bufcore.buffers.motions import load_expert_trajectories
     from bufcore.buffers.online import TrajectoryDictBufferMultiDim
@@ -55,6 +56,7 @@ _HOMES = {
     "AdvancedReplayBuffer": "bufcore.buffers.ding.advanced",
     "EpisodeReplayBuffer": "bufcore.buffers.ding.episode",
     "NaiveReplayBuffer": "bufcore.buffers.ding.naive",
+    "IBuffer": "bufcore.buffers.ding.protocol",
     "TrajectoryDictBuffer": "bufcore.buffers.expert",
     "load_expert_trajectories": "bufcore.buffers.motions",
     "TrajectoryDictBufferMultiDim": "bufcore.buffers.online",
@@ -96,6 +98,7 @@ __all__ = [
     "Curriculum",
     "DictBuffer",
     "EpisodeReplayBuffer",
+    "IBuffer",
     "KeyPathError",
     "LeafNotLoadedError",
     "MinTree",

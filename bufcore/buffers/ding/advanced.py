@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from bufcore.buffers.ding.config import ADVANCED_DEFAULTS
-from bufcore.buffers.ding.core import DingBuffer, ItemMeta, check_priority
+from bufcore.buffers.ding.core import DingBuffer, ItemMeta, check_priority, locked
 from bufcore.buffers.ding.monitor import priority_quantiles
 from bufcore.buffers.ding.saving import meta_path
 from bufcore.buffers.ding.throughput import ThruputController
@@ -145,6 +145,7 @@ class AdvancedReplayBuffer(DingBuffer):
         self._sampler.reset()
 
     # ------------------------------------------------------------------ updating
+    @locked
     def update(self, info: Mapping[str, Any]) -> int:
         """Set the priorities of sampled items (DI-engine's ``update``).
 
@@ -215,6 +216,7 @@ class AdvancedReplayBuffer(DingBuffer):
         return numbers
 
     # ------------------------------------------------------------------ sampling
+    @locked
     def sample(
         self, size: int, cur_learner_iter: int, sample_range: slice | None = None
     ) -> list[dict[str, Any]] | None:
@@ -333,6 +335,7 @@ class AdvancedReplayBuffer(DingBuffer):
         self._head = self._tail
 
     # ------------------------------------------------------------------ monitoring
+    @locked
     def stats(self) -> dict[str, Any]:
         limit = self.cfg.thruput_controller.push_sample_rate_limit
         priorities = self.priorities().numpy()
@@ -347,6 +350,7 @@ class AdvancedReplayBuffer(DingBuffer):
         }
 
     # ------------------------------------------------------------------ saving
+    @locked
     def held_items(self) -> list[Any]:
         capacity = self.replay_buffer_size
         order = (np.arange(self._filled()) + (self._tail if self._full else 0)) % capacity

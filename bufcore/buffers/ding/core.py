@@ -24,11 +24,13 @@ and keys a sample adds go on new dicts.
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 import os
+import threading
 import warnings
-from collections.abc import Mapping
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import torch
@@ -62,6 +64,21 @@ from bufcore.storage.batches import RowSource
 from bufcore.tree import KeyPath
 
 D = TypeVar("D", bound="DingBuffer")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def locked(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """Run a buffer method holding the buffer's lock, so that a collector thread pushing and
+    a learner thread sampling (DI-engine's parallel mode) never see half a push. Needed by
+    ``tests/buffers/ding/test_threads.py``."""
+
+    @functools.wraps(method)
+    def run(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return run
 
 # collect_iter of an item that gave none (its staleness reads -1, as in DI-engine).
 MISSING = int(np.iinfo(np.int64).min)
@@ -120,6 +137,7 @@ class DingBuffer(Buffer):
         nested_key_separator: str = "-",
         **options: Any,
     ) -> None:
+        self._lock = threading.RLock()
         self.cfg = resolve_config(self.defaults, cfg, options, type(self).__name__)
         self.storage_mode = check_choice(storage, "storage", STORAGES)
         self.device = check_device(device)
@@ -213,6 +231,7 @@ class DingBuffer(Buffer):
         )
 
     # ---------------------------------------------------------------- pushing
+    @locked
     def push(self, data: Any, cur_collector_envstep: int) -> None:
         """Push one item (a dict) or a list of them at the tail; the oldest are overwritten.
 
@@ -359,6 +378,7 @@ class DingBuffer(Buffer):
     def _forget(self, slots: np.ndarray) -> None:
         """What a class does for removed slots (priority 0)."""
 
+    @locked
     def clear(self) -> None:
         """Remove every item (their files go in meta-data mode); the next push writes slot 0."""
         if self._remover is not None:
@@ -418,6 +438,7 @@ class DingBuffer(Buffer):
         return drawn
 
     # ------------------------------------------------------------ the IBuffer rest
+    @locked
     def update(self, info: Mapping[str, Any]) -> int:
         """Nothing to update in this buffer (kept for DI-engine's interface; warns).
 
@@ -436,6 +457,7 @@ class DingBuffer(Buffer):
         if self._remover is not None:
             self._remover.start()
 
+    @locked
     def close(self) -> None:
         """Clear the buffer (as DI-engine's ``close`` does: in meta-data mode every item's file
         goes), then delete every queued file and stop the remover.
@@ -451,6 +473,7 @@ class DingBuffer(Buffer):
             self._remover.close()
 
     # ------------------------------------------------------------ monitoring
+    @locked
     def stats(self) -> dict[str, Any]:
         """What the buffer reports about itself, as one flat JSON-ready dict: ``buffer`` (the
         class name), ``count``, ``capacity``, push and sample counts and rates (items per
@@ -510,6 +533,7 @@ class DingBuffer(Buffer):
         source = DingBuffer.load(file_name)
         self.push(source.held_items(), 0)
 
+    @locked
     def held_items(self) -> list[Any]:
         """The valid items, oldest first, as stored (no sampling keys; a prioritized buffer's
         with their current ``priority``)."""
@@ -519,6 +543,7 @@ class DingBuffer(Buffer):
         return [copy.copy(item) for item in self._items.read(slots.tolist())]
 
     # ------------------------------------------------------------ state idiom
+    @locked
     def state_dict(self) -> dict[str, Any]:
         """The buffer as plain data and row tensors (:mod:`bufcore.buffers.ding.saving`).
 

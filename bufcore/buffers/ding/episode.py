@@ -27,7 +27,7 @@ import torch
 
 from bufcore.buffers.ding.columns import column_items, item_columns
 from bufcore.buffers.ding.config import EPISODE_DEFAULTS
-from bufcore.buffers.ding.core import MISSING, D, ItemMeta, _collect_iter
+from bufcore.buffers.ding.core import MISSING, D, ItemMeta, _collect_iter, locked
 from bufcore.buffers.ding.items import ListItems
 from bufcore.buffers.ding.naive import NaiveReplayBuffer
 from bufcore.buffers.ding.saving import buffer_state, meta_path, parse_kinds, read_meta
@@ -110,6 +110,7 @@ class EpisodeReplayBuffer(NaiveReplayBuffer):
         return [dict(transition) for transition in item]
 
     # ------------------------------------------------------------------ chunks
+    @locked
     def sample_chunks(
         self,
         size: int,
@@ -169,6 +170,7 @@ class EpisodeReplayBuffer(NaiveReplayBuffer):
         ]
 
     # ------------------------------------------------------------------ saving
+    @locked
     def state_dict(self) -> dict[str, Any]:
         """As :meth:`DingBuffer.state_dict`, with the transitions as rows (see the module
         docstring).

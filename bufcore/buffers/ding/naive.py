@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bufcore.buffers.ding.config import NAIVE_DEFAULTS
-from bufcore.buffers.ding.core import DingBuffer
+from bufcore.buffers.ding.core import DingBuffer, locked
 from bufcore.checks import check_bool
 
 
@@ -30,6 +30,7 @@ class NaiveReplayBuffer(DingBuffer):
     checkpoint_targets: ClassVar[tuple[str, ...]] = ("bufcore.NaiveReplayBuffer",)
     defaults: ClassVar[dict[str, Any]] = NAIVE_DEFAULTS
 
+    @locked
     def sample(
         self,
         size: int,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bufcore import AdvancedReplayBuffer, EpisodeReplayBuffer, NaiveReplayBuffer
+from bufcore import AdvancedReplayBuffer, EpisodeReplayBuffer, IBuffer, NaiveReplayBuffer
 
 NAIVE = {
     "type": "naive",
@@ -153,3 +153,9 @@ def test_meta_data_mode_with_packed_storage_is_refused() -> None:
 def test_max_use_and_max_staleness_take_infinity_as_no_limit() -> None:
     buffer = AdvancedReplayBuffer(max_use=math.inf, max_staleness=math.inf)
     assert buffer.cfg.max_use == math.inf and buffer.cfg.max_staleness == math.inf
+
+
+@pytest.mark.parametrize("cls", [NaiveReplayBuffer, AdvancedReplayBuffer, EpisodeReplayBuffer])
+def test_every_di_engine_buffer_is_an_ibuffer(cls: type[Any]) -> None:
+    buffer: IBuffer = cls(replay_buffer_size=2)
+    assert isinstance(buffer, IBuffer)

@@ -40,7 +40,7 @@ from bufcore.buffers.ding.config import ADVANCED_DEFAULTS
 from bufcore.buffers.ding.core import DingBuffer, ItemMeta, check_priority, locked
 from bufcore.buffers.ding.monitor import priority_quantiles
 from bufcore.buffers.ding.saving import meta_path
-from bufcore.buffers.ding.throughput import ThruputController
+from bufcore.buffers.ding.throughput import Clock, ThruputController
 from bufcore.buffers.prioritized import saved_sampler
 from bufcore.errors import StateError
 from bufcore.fields import Field
@@ -88,6 +88,10 @@ class AdvancedReplayBuffer(DingBuffer):
             window_seconds=cfg.thruput_controller.window_seconds,
             clock=self._clock,
         )
+
+    def _use_clock(self, clock: Clock) -> None:
+        super()._use_clock(clock)
+        self._thruput.counts.use_clock(clock)
 
     def _rate_window(self) -> float:
         seconds: float = self.cfg.monitor.periodic_thruput.seconds

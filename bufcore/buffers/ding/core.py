@@ -589,12 +589,19 @@ class DingBuffer(Buffer):
         return buffer
 
     def load_state_dict(self, state: Mapping[str, Any] | SavedState) -> None:
-        """As :meth:`Buffer.load_state_dict`; in meta-data mode the remover (its queue and
-        thread) carries on."""
-        remover = self._remover
+        """As :meth:`Buffer.load_state_dict`; the buffer keeps its clock (a clock is not
+        saved: a loaded buffer counts on ``time.monotonic``), and in meta-data mode its
+        remover (queue and thread) carries on."""
+        remover, clock = self._remover, self._clock
         super().load_state_dict(state)
+        self._use_clock(clock)
         if remover is not None and self._remover is not None:
             self._remover = remover
+
+    def _use_clock(self, clock: Clock) -> None:
+        """Count time on ``clock`` from now on (counts and rates carry over)."""
+        self._clock = clock
+        self._monitor.rates.use_clock(clock)
 
 
 def _check_name(value: Any, argument: str) -> str:

@@ -112,6 +112,15 @@ class DecayedCounts:
         self._time = self._start = self._now()
         self._push = self._sample = 0.0
 
+    def use_clock(self, clock: Clock) -> None:
+        """Count on ``clock`` from now on, keeping the counts and their age."""
+        push, sample = self.counts()
+        age = self._time - self._start
+        self._clock = check_clock(clock)
+        self._time = self._now()
+        self._start = self._time - age
+        self._push, self._sample = push, sample
+
     def state_dict(self) -> dict[str, float]:
         """The counts now and the seconds they have been counted (plain data)."""
         push, sample = self.counts()

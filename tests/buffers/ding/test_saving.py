@@ -259,3 +259,20 @@ def test_inspect_json_of_a_di_engine_checkpoint_is_plain_json(tmp_path: Path) ->
     data = to_json(inspect_path(tmp_path / "ckpt"))
     json.dumps(data, allow_nan=False)
     assert data["buffers"][0]["ding"]["unit"] == "item"
+
+
+def test_load_state_dict_keeps_the_buffers_own_clock() -> None:
+    class Clock:
+        now = 100.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    clock = Clock()
+    source = AdvancedReplayBuffer(replay_buffer_size=4, seed=0)
+    source.push([{"i": i} for i in range(4)], 0)
+    buffer = AdvancedReplayBuffer(replay_buffer_size=4, seed=0, clock=clock)
+    buffer.load_state_dict(source.state_dict())
+    pushes = buffer.stats()["push_count"]
+    clock.now += 3600.0  # an hour on the buffer's clock: the controller's counts fade away
+    assert buffer._thruput.counts.counts()[0] < 1e-3 and buffer.stats()["push_count"] == pushes

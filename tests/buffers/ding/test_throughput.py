@@ -143,3 +143,16 @@ def test_the_counts_survive_a_state_round_trip_on_another_clock() -> None:
     other.load_state_dict(Field(state, "state", part="state"))
     assert other.counts() == pytest.approx(counts.counts())
     assert math.isclose(other.state_dict()["age"], 2.0)
+
+
+def test_moving_to_another_clock_keeps_the_counts_and_their_age() -> None:
+    first, second = FakeClock(), FakeClock()
+    first.now, second.now = 10.0, 500.0
+    counts = DecayedCounts(30, clock=first)
+    counts.add(pushed=8)
+    first.now = 12.0
+    before = counts.state_dict()
+    counts.use_clock(second)
+    assert counts.state_dict() == pytest.approx(before)
+    second.now = 530.0
+    assert counts.counts()[0] == pytest.approx(before["push"] * 0.01)

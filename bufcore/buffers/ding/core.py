@@ -80,6 +80,7 @@ def locked(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any
 
     return run
 
+
 # collect_iter of an item that gave none (its staleness reads -1, as in DI-engine).
 MISSING = int(np.iinfo(np.int64).min)
 
@@ -408,7 +409,7 @@ class DingBuffer(Buffer):
         )
 
     def _refused(self, reason: str) -> None:
-        """Record a refused sample (returns None, what the sample returns)."""
+        """Record a refused sample (the caller then returns None)."""
         self._monitor.on_refused_sample(reason)
 
     def _staleness(self, slots: np.ndarray, cur_learner_iter: int) -> np.ndarray:

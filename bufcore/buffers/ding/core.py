@@ -27,9 +27,9 @@ import copy
 import functools
 import numbers
 import os
-import threading
 import warnings
 from collections.abc import Callable, Mapping
+from threading import RLock
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
@@ -138,7 +138,7 @@ class DingBuffer(Buffer):
         nested_key_separator: str = "-",
         **options: Any,
     ) -> None:
-        self._lock = threading.RLock()
+        self._lock = RLock()
         self.cfg = resolve_config(self.defaults, cfg, options, type(self).__name__)
         self.storage_mode = check_choice(storage, "storage", STORAGES)
         self.device = check_device(device)

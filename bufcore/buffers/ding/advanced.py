@@ -37,7 +37,8 @@ import numpy as np
 import torch
 
 from bufcore.buffers.ding.config import ADVANCED_DEFAULTS
-from bufcore.buffers.ding.core import DingBuffer, ItemMeta, check_priority, locked
+from bufcore.buffers.ding.core import DingBuffer, locked
+from bufcore.buffers.ding.inputs import ItemMeta, check_priority
 from bufcore.buffers.ding.monitor import priority_quantiles
 from bufcore.buffers.ding.saving import meta_path
 from bufcore.buffers.ding.throughput import Clock, ThruputController

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import numbers
 import os
 import warnings
 from collections.abc import Callable, Mapping
@@ -37,6 +36,13 @@ import torch
 
 from bufcore.buffers.base import Buffer, SavedState
 from bufcore.buffers.ding.config import AttrDict, default_config, resolve_config
+from bufcore.buffers.ding.inputs import (
+    MISSING,
+    ItemMeta,
+    check_name,
+    collect_iter,
+    data_id_of,
+)
 from bufcore.buffers.ding.items import STORAGES, ListItems, PackedItems
 from bufcore.buffers.ding.monitor import MetricsSink, ReplayMonitor
 from bufcore.buffers.ding.saving import (
@@ -53,7 +59,6 @@ from bufcore.checks import (
     check_choice,
     check_device,
     check_int,
-    check_real,
     check_seed,
     check_separator,
 )
@@ -79,21 +84,6 @@ def locked(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any
             return method(self, *args, **kwargs)
 
     return run
-
-
-# collect_iter of an item that gave none (its staleness reads -1, as in DI-engine).
-MISSING = int(np.iinfo(np.int64).min)
-
-
-class ItemMeta:
-    """What a push reads off one item besides storing it."""
-
-    __slots__ = ("collect_iter", "data_id", "priority")
-
-    def __init__(self, collect_iter: int, data_id: str | None, priority: float | None) -> None:
-        self.collect_iter = collect_iter
-        self.data_id = data_id
-        self.priority = priority
 
 
 class DingBuffer(Buffer):
@@ -143,8 +133,8 @@ class DingBuffer(Buffer):
         self.storage_mode = check_choice(storage, "storage", STORAGES)
         self.device = check_device(device)
         self.seed = check_seed(seed)
-        self.instance_name = _check_name(instance_name, "instance_name")
-        self.exp_name = _check_name(exp_name, "exp_name")
+        self.instance_name = check_name(instance_name, "instance_name")
+        self.exp_name = check_name(exp_name, "exp_name")
         self.nested_key_separator = check_separator(nested_key_separator)
         self._clock = check_clock(clock)
         capacity = self.cfg.replay_buffer_size
@@ -289,7 +279,7 @@ class DingBuffer(Buffer):
             TypeError: a malformed ``collect_iter`` or ``data_id``.
             ValueError: a missing ``data_id`` in meta-data mode.
         """
-        collect = _collect_iter(item.get("collect_iter"), f"{where}['collect_iter']")
+        collect = collect_iter(item.get("collect_iter"), f"{where}['collect_iter']")
         data_id = None
         if self._remover is not None:
             if "data_id" not in item:
@@ -297,7 +287,7 @@ class DingBuffer(Buffer):
                     f"{where}: meta-data mode (enable_track_used_data) needs a 'data_id' file "
                     "path on every item"
                 )
-            data_id = _data_id(item["data_id"], f"{where}['data_id']")
+            data_id = data_id_of(item["data_id"], f"{where}['data_id']")
         return ItemMeta(collect, data_id, None)
 
     def _stored(self, item: Any) -> Any:
@@ -603,66 +593,4 @@ class DingBuffer(Buffer):
         """Count time on ``clock`` from now on (counts and rates carry over)."""
         self._clock = clock
         self._monitor.rates.use_clock(clock)
-
-
-def _check_name(value: Any, argument: str) -> str:
-    """Raises:
-    TypeError: not a str.
-    ValueError: empty.
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"{argument}: expected a str, got {value!r:.80}")
-    if not value:
-        raise ValueError(f"{argument}: expected a non-empty str")
-    return value
-
-
-def _collect_iter(value: Any, where: str) -> int:
-    """An item's ``collect_iter`` (an int, or the smallest of a list of them); MISSING for
-    None.
-
-    Raises:
-        TypeError: not an int nor a list of ints.
-        ValueError: an empty list.
-    """
-    if value is None:
-        return MISSING
-    if isinstance(value, torch.Tensor | np.ndarray) and value.ndim > 0:
-        value = value.tolist()
-    if isinstance(value, list | tuple):
-        if not value:
-            raise ValueError(f"{where}: expected an int or a non-empty list of ints, got []")
-        return min(check_int(item, f"{where}[{i}]") for i, item in enumerate(value))
-    number = check_int(value, where)
-    if number == MISSING:
-        raise ValueError(f"{where}: {number} is reserved")
-    return number
-
-
-def _data_id(value: Any, where: str) -> str:
-    """Raises:
-    TypeError: not a str or path.
-    ValueError: empty.
-    """
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str):
-        raise TypeError(f"{where}: expected a file path (str), got {value!r:.80}")
-    if not value:
-        raise ValueError(f"{where}: expected a file path, got ''")
-    return value
-
-
-def check_priority(value: Any, where: str) -> float | None:
-    """A pushed item's own priority (None when it gave none).
-
-    Raises:
-        TypeError: not a real number.
-        ValueError: NaN, infinite or negative.
-    """
-    if value is None:
-        return None
-    if isinstance(value, numbers.Real | torch.Tensor | np.ndarray | np.generic):
-        return check_real(value, where, minimum=0.0)
-    raise TypeError(f"{where}: expected a number, got {value!r:.80}")
 

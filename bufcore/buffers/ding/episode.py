@@ -27,7 +27,8 @@ import torch
 
 from bufcore.buffers.ding.columns import column_items, item_columns
 from bufcore.buffers.ding.config import EPISODE_DEFAULTS
-from bufcore.buffers.ding.core import MISSING, D, ItemMeta, _collect_iter, locked
+from bufcore.buffers.ding.core import D, locked
+from bufcore.buffers.ding.inputs import MISSING, ItemMeta, collect_iter
 from bufcore.buffers.ding.items import ListItems
 from bufcore.buffers.ding.naive import NaiveReplayBuffer
 from bufcore.buffers.ding.saving import buffer_state, meta_path, parse_kinds, read_meta
@@ -100,7 +101,7 @@ class EpisodeReplayBuffer(NaiveReplayBuffer):
     def _item_meta(self, item: Any, where: str) -> ItemMeta:
         """An episode's ``collect_iter`` is its transitions' smallest."""
         given = [
-            _collect_iter(transition.get("collect_iter"), f"{where}[{t}]['collect_iter']")
+            collect_iter(transition.get("collect_iter"), f"{where}[{t}]['collect_iter']")
             for t, transition in enumerate(item)
         ]
         known = [value for value in given if value != MISSING]

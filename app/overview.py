@@ -67,7 +67,9 @@ def buffer_rows(
                 "cursor": s.cursor,
                 "full": s.full,
                 "held": human_bytes(s.row_bytes * s.length),
-                "when full": human_bytes(s.row_bytes * s.capacity),
+                # An episode buffer's rows are its episodes' transitions, not its slots.
+                "when full": "" if s.ding is not None and s.ding.unit == "episode"
+                else human_bytes(s.row_bytes * s.capacity),
                 "format": s.format,
                 "saved": saved_at(entry),
                 "error": "",

@@ -1,9 +1,10 @@
 """bufcore: replay buffers for PyTorch RL that you can look inside.
 
-Public surface: the buffer classes and the parts they are composed of (``Buffer``, the
-``Sampler`` protocol and the samplers, ``PrioritizedSampler`` and its trees), the loaders, the
-EMD curriculum, the TD-error statistics and weights, and the errors bufcore raises on purpose.
-The subpackages hold the layers (README "Development").
+Public surface: the buffer classes (DI-engine's ``NaiveReplayBuffer``, ``AdvancedReplayBuffer``
+and ``EpisodeReplayBuffer`` among them, with their ``IBuffer`` protocol) and the parts they are
+composed of (``Buffer``, the ``Sampler`` protocol and the samplers, ``PrioritizedSampler`` and
+its trees), the loaders, the EMD curriculum, the TD-error statistics and weights, and the
+errors bufcore raises on purpose. The subpackages hold the layers (README "Development").
 
 Each name is imported on first use (``from bufcore import DictBuffer`` or ``bufcore.DictBuffer``),
 not by ``import bufcore`` itself: that keeps torch out of the way until something needs it, so
@@ -18,6 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bufcore.buffers.base import Buffer, load_buffer
+    from bufcore.buffers.ding.advanced import AdvancedReplayBuffer
+    from bufcore.buffers.ding.episode import EpisodeReplayBuffer
+    from bufcore.buffers.ding.naive import NaiveReplayBuffer
+    from bufcore.buffers.ding.protocol import IBuffer
     from bufcore.buffers.expert import TrajectoryDictBuffer
     from bufcore.buffers.motions import load_expert_trajectories
     from bufcore.buffers.online import TrajectoryDictBufferMultiDim
@@ -48,6 +53,10 @@ if TYPE_CHECKING:
 _HOMES = {
     "Buffer": "bufcore.buffers.base",
     "load_buffer": "bufcore.buffers.base",
+    "AdvancedReplayBuffer": "bufcore.buffers.ding.advanced",
+    "EpisodeReplayBuffer": "bufcore.buffers.ding.episode",
+    "NaiveReplayBuffer": "bufcore.buffers.ding.naive",
+    "IBuffer": "bufcore.buffers.ding.protocol",
     "TrajectoryDictBuffer": "bufcore.buffers.expert",
     "load_expert_trajectories": "bufcore.buffers.motions",
     "TrajectoryDictBufferMultiDim": "bufcore.buffers.online",
@@ -82,14 +91,18 @@ _HOMES = {
 }
 
 __all__ = [
+    "AdvancedReplayBuffer",
     "Buffer",
     "CorruptCheckpointError",
     "CorruptFileError",
     "Curriculum",
     "DictBuffer",
+    "EpisodeReplayBuffer",
+    "IBuffer",
     "KeyPathError",
     "LeafNotLoadedError",
     "MinTree",
+    "NaiveReplayBuffer",
     "PrioritizedSampler",
     "RingPosition",
     "Round",

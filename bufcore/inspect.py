@@ -10,7 +10,8 @@ tool that looks inside bufcore's files never reaches into a private module:
   :func:`buffer_dirs` lists a run checkpoint's buffers; :func:`inspect_path` summarizes all of
   a path (stopping at the first damaged file), :func:`render` and :func:`to_json` lay that out.
 - **Summaries** (metadata only, never rows): :func:`summarize_checkpoint` for a buffer
-  checkpoint, :func:`summarize_run_checkpoint` for ``run.json``, :func:`summarize_metrics` for
+  checkpoint (with a :class:`DingSummary` for DI-engine's buffers),
+  :func:`summarize_run_checkpoint` for ``run.json``, :func:`summarize_metrics` for
   ``metrics.jsonl``, :func:`summarize_train_status` for BFM-Zero's ``train_status.json``;
   :func:`read_run_state` and the curriculum parsers
   (:func:`options_from_state`, :func:`rounds_from_state`) for what run.json saved.
@@ -66,6 +67,7 @@ from bufcore.runs.sources import (
 from bufcore.runs.summary import (
     CheckpointSummary,
     CurriculumSummary,
+    DingSummary,
     MetricsSummary,
     PrioritySummary,
     RunCheckpointSummary,
@@ -107,6 +109,7 @@ __all__ = [
     "WEIGHTINGS",
     "CheckpointSummary",
     "CurriculumSummary",
+    "DingSummary",
     "Inspection",
     "KeyPath",
     "MetricsSummary",

@@ -30,6 +30,7 @@ file of the checkpoint.
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
 from abc import ABC, abstractmethod
@@ -70,6 +71,17 @@ from bufcore.tree import Key, KeyPath, as_key_path, key_list, select_paths
 B = TypeVar("B", bound="Buffer")
 
 _TARGETS: dict[str, type[Buffer]] = {}
+# Every module defining a buffer class with checkpoint_targets (tests/buffers/test_base.py
+# checks the list is complete).
+_BUFFER_MODULES = (
+    "bufcore.buffers.transition",
+    "bufcore.buffers.zbuffer",
+    "bufcore.buffers.online",
+    "bufcore.buffers.expert",
+    "bufcore.buffers.ding.naive",
+    "bufcore.buffers.ding.advanced",
+    "bufcore.buffers.ding.episode",
+)
 
 
 class SavedRows(RowSource, Protocol):
@@ -258,6 +270,18 @@ class Buffer(ABC):
             StateError: a field is malformed.
         """
         return config.optional("nested_key_separator", "-").validate(check_separator), 1
+
+    @classmethod
+    def saved_ring(cls, config: Field, count: int) -> tuple[int, int, bool]:
+        """The capacity, cursor and fullness config.json records, checked against ``count``
+        stored rows (a class whose rows are not its ring's slots checks its own way).
+
+        Raises:
+            StateError: a field is malformed, or they do not describe ``count`` rows.
+        """
+        capacity = config.key("capacity").integer(minimum=1)
+        cursor, is_full = saved_ring_position(config, count, capacity)
+        return capacity, cursor, is_full
 
     @classmethod
     def sampled_leaves(cls, config: Field) -> list[KeyPath]:
@@ -576,6 +600,12 @@ def buffer_class(target: str, where: str | os.PathLike[str]) -> type[Buffer]:
             known targets).
     """
     cls = _TARGETS.get(target)
+    if cls is None:
+        # A class registers its names when its module is imported: a load (in a process that
+        # imported no buffer class yet) imports them all first.
+        for module in _BUFFER_MODULES:
+            importlib.import_module(module)
+        cls = _TARGETS.get(target)
     if cls is None:
         known = ", ".join(sorted(_TARGETS))
         raise ValueError(f"{where}: unknown __target__ {target!r}; known targets: {known}")

@@ -282,22 +282,37 @@ def _buffer_lines(name: str, s: CheckpointSummary) -> list[str]:
         checked = "no manifest to verify against"
     else:
         checked = "rows not verified: --verify hashes them"
+    ring = "yes" if s.full else "no"
+    episodes = s.ding is not None and s.ding.unit == "episode"
     lines = [
         f"buffer {name}: {s.kind} ({s.format}; {checked})",
         _field("path", str(s.path)),
         _field("target", s.target),
         _field(
             "rows",
-            f"{s.length} of capacity {s.capacity}{envs}, cursor {s.cursor}, "
-            f"full {'yes' if s.full else 'no'}, device {s.device}",
+            f"{s.length} transitions of episodes in {s.capacity} slots, cursor {s.cursor}, "
+            f"full {ring}, device {s.device}" if episodes else
+            f"{s.length} of capacity {s.capacity}{envs}, cursor {s.cursor}, full {ring}, "
+            f"device {s.device}",
         ),
         _field(
             "size",
-            f"{human_bytes(s.row_bytes)} per row, {human_bytes(s.row_bytes * s.length)} held, "
-            f"{human_bytes(s.row_bytes * s.capacity)} when full",
+            f"{human_bytes(s.row_bytes)} per row, {human_bytes(s.row_bytes * s.length)} held"
+            + ("" if episodes else f", {human_bytes(s.row_bytes * s.capacity)} when full"),
         ),
         *_spec_table(s),
     ]
+    if s.ding is not None:
+        c = s.ding.counters
+        lines.append(
+            _field(
+                "di-engine",
+                f"{s.ding.count} valid {s.ding.unit}s, {s.ding.storage} storage; pushed "
+                f"{s.ding.push_count}, sampled {c['sampled']} in {c['sample_calls']} calls, "
+                f"refused {c['refused_pushes']} pushes and {c['refused_samples']} samples, "
+                f"removed {c['removed']}",
+            )
+        )
     p = s.priorities
     if p is not None:
         top = ", ".join(f"motion {motion} {value:.3g}" for motion, value in p.top)

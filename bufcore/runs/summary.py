@@ -35,6 +35,10 @@ from typing import Any
 import numpy as np
 
 from bufcore.buffers.base import Buffer, buffer_class
+from bufcore.buffers.ding.config import saved_config
+from bufcore.buffers.ding.core import DingBuffer
+from bufcore.buffers.ding.episode import EpisodeReplayBuffer
+from bufcore.buffers.ding.saving import saved_status
 from bufcore.buffers.prioritized import saved_sampler
 from bufcore.buffers.windowed import WindowedBuffer, WindowOptions
 from bufcore.checks import check_bool, check_int
@@ -46,7 +50,6 @@ from bufcore.persist.checkpoint import (
     PAYLOAD,
     OpenedCheckpoint,
     load_checkpoint,
-    saved_ring_position,
 )
 from bufcore.persist.run_checkpoint import (
     METRICS_FILE,
@@ -128,6 +131,30 @@ class SamplerSummary:
 
 
 @dataclass(frozen=True)
+class DingSummary:
+    """What a DI-engine buffer checkpoint (``NaiveReplayBuffer``, ``AdvancedReplayBuffer``,
+    ``EpisodeReplayBuffer``) records beyond the ring.
+
+    Attributes:
+        storage: ``"list"`` (Python dicts, saved as columns) or ``"packed"`` (tensor rows).
+        unit: What one slot holds: ``"item"``, or ``"episode"`` (then the rows are its
+            episodes' transitions, not slots).
+        count: Valid items (or episodes).
+        push_count: Items pushed (DI-engine's ``push_count``).
+        counters: The monitor's counts (``pushed``, ``sampled``, ``sample_calls``,
+            ``refused_pushes``, ``refused_samples``, ``removed``).
+        config: The DI-engine config as saved (infinities as ``"inf"``).
+    """
+
+    storage: str
+    unit: str
+    count: int
+    push_count: int
+    counters: dict[str, int]
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class CheckpointSummary:
     """A buffer checkpoint directory, as :func:`summarize_checkpoint` read it.
 
@@ -151,7 +178,9 @@ class CheckpointSummary:
             ``verify=True`` and a manifest).
         end_key: The end-flag leaf of a trajectory buffer, or None for buffers without one.
         sampler: The prioritized sampler it saved (its per-row priorities are the leaf
-            ``("_sampler", "priority")`` of ``spec``), or None.
+            ``("_sampler", "priority")`` of ``spec``, ``("_ding", "priority")`` for an
+            ``AdvancedReplayBuffer``), or None.
+        ding: What a DI-engine buffer records beyond the ring, or None for other kinds.
         digest: The manifest's checksum, which covers the hash and size of every file: equal
             for two checkpoints exactly when they hold the same bytes (None without a
             manifest, as BFM-Zero writes them).
@@ -180,6 +209,7 @@ class CheckpointSummary:
     sampler: SamplerSummary | None = None
     digest: str | None = None
     rows_digest: str | None = None
+    ding: DingSummary | None = None
 
 
 def summarize_checkpoint(
@@ -232,8 +262,7 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
     separator, batch_dims = cls.saved_layout(config)
     source = opened.row_source(separator, batch_dims)
     # The ring's size, as every class saves it (the expert buffer's equals its rows).
-    capacity = config.key("capacity").integer(minimum=1)
-    cursor, full = saved_ring_position(config, source.count, capacity)
+    capacity, cursor, full = cls.saved_ring(config, source.count)
     envs = source.env_count if source.env_count is not None else 1
     rows = tuple(
         SpecRow(
@@ -247,6 +276,8 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
     )
     manifest = opened.manifest
     end_key = options.get("end_key")
+    ding = _ding(cls, options, state)
+    sampler = _sampler(state) if ding is None else _sampler(state.key("ding"))
     return CheckpointSummary(
         path=opened.path,
         format="BFM-Zero" if manifest is None else f"bufcore v{manifest['format_version']}",
@@ -265,9 +296,29 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
         priorities=_priorities(state),
         verified=verify and manifest is not None,
         end_key=None if end_key is None else as_key_path(end_key),
-        sampler=_sampler(state),
+        sampler=sampler,
+        ding=ding,
         digest=None if manifest is None else str(manifest["checksum"]),
         rows_digest=None if manifest is None else _entry_digest(manifest["files"][PAYLOAD]),
+    )
+
+
+def _ding(cls: type[Buffer], options: dict[str, Any], state: Field) -> DingSummary | None:
+    """The summary of a DI-engine buffer's own state (None for other kinds).
+
+    Raises:
+        StateError: a field is malformed.
+    """
+    if not issubclass(cls, DingBuffer):
+        return None
+    status = saved_status(state)
+    return DingSummary(
+        storage=options["storage"],
+        unit="episode" if issubclass(cls, EpisodeReplayBuffer) else "item",
+        count=status.valid,
+        push_count=status.push_count,
+        counters=status.counters,
+        config=saved_config(options["cfg"]),
     )
 
 

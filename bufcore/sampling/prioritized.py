@@ -296,9 +296,12 @@ class PrioritizedSampler:
         return weights
 
     # ------------------------------------------------------------- priorities
-    def priorities(self) -> torch.Tensor:
+    def priorities(self, rows: np.ndarray | None = None) -> torch.Tensor:
         """The priorities of the held rows as stored (``p + eps``, or the max priority of a row
-        never updated), float64 ``[held]`` in flat physical row order (a copy)."""
+        never updated), float64 ``[held]`` in flat physical row order (a copy); with ``rows``
+        (int64 held rows, unchecked), only theirs, in their order."""
+        if rows is not None:
+            return torch.from_numpy(self._priority[rows])
         return torch.from_numpy(self._priority[: self._held].copy())
 
     def update(self, rows: Any, priority: Any, *, keep: Any = None) -> int:
@@ -354,6 +357,35 @@ class PrioritizedSampler:
         minima._set_checked(flat, weights)
         self._max_priority = max(self._max_priority, float(values.max()))
         return applied
+
+    def assign(self, rows: Any, priority: Any) -> None:
+        """Store ``priority`` for flat ``rows`` exactly as given: no ``eps`` added, the largest
+        priority left as it is, and every held row may end at 0.
+
+        For DI-engine's buffers (:mod:`bufcore.buffers.ding`): an item pushed with its own
+        priority keeps it as given, and an item removed from the buffer gets 0, so no draw
+        returns it (a draw over rows that all weigh 0 raises). A repeated row keeps its last
+        value; nothing changes unless every input is valid.
+
+        Raises:
+            TypeError: rows that are not integers, or priorities that are not real numbers.
+            IndexError: a row outside the held ones.
+            ValueError: not one priority per row, or a priority NaN, infinite, negative or too
+                large for the trees.
+        """
+        sums, minima = self._trees()
+        flat = check_leaf_index(rows, len(sums), "index")
+        values = check_weights(priority, len(flat), "priority")
+        if len(flat) and flat.max() >= self._held:
+            raise IndexError(
+                f"index: expected rows in [0, {self._held}) (the held ones), got {flat.max()}"
+            )
+        kept = last_writes(flat, self._scratch)
+        flat, values = flat[kept], values[kept]
+        weights = self._weights(values)
+        self._priority[flat] = values
+        sums._set_checked(flat, weights)
+        minima._set_checked(flat, weights)
 
     def _positive_outside(self, rows: np.ndarray, sums: SumTree) -> bool:
         """Whether a held row outside ``rows`` has a positive weight: an update giving

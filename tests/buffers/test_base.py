@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,6 +22,7 @@ from bufcore import (
     ZBuffer,
     load_buffer,
 )
+from bufcore.buffers import base
 from bufcore.buffers.base import Buffer
 from tests.support import reseal, rewrite_file
 
@@ -108,6 +112,29 @@ def test_every_buffer_class_is_checkpointed() -> None:
     for cls in (DictBuffer, TrajectoryDictBufferMultiDim, TrajectoryDictBuffer, ZBuffer):
         assert issubclass(cls, Buffer)
         assert cls.checkpoint_targets[0] == f"bufcore.{cls.__name__}"
+
+
+def registered_targets() -> list[str]:
+    """Every __target__ some module under bufcore/buffers registers, once all are imported."""
+    package = Path(base.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent.parent).with_suffix("").parts
+        importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(t for t, cls in base._TARGETS.items() if cls.__module__.startswith("bufcore."))
+
+
+def test_load_buffer_knows_every_target_in_a_process_that_imported_no_buffer_class() -> None:
+    targets = registered_targets()
+    script = (
+        "import sys\n"
+        "from bufcore.buffers.base import buffer_class\n"
+        "for target in sys.argv[1:]:\n"
+        "    buffer_class(target, 'fresh process')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, *targets], capture_output=True,
+                          text=True, cwd=Path(base.__file__).parents[2], timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "bufcore.AdvancedReplayBuffer" in targets and "bufcore.DictBuffer" in targets
 
 
 @pytest.mark.parametrize(

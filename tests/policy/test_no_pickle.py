@@ -17,7 +17,14 @@ import torch
 import torch.serialization
 
 import bufcore
-from bufcore import DictBuffer, ZBuffer, load_buffer
+from bufcore import (
+    AdvancedReplayBuffer,
+    DictBuffer,
+    EpisodeReplayBuffer,
+    NaiveReplayBuffer,
+    ZBuffer,
+    load_buffer,
+)
 
 BUFCORE = Path(bufcore.__file__).parent
 BFM_TARGET = "humanoidverse.agents.buffers.transition.DictBuffer"
@@ -171,11 +178,55 @@ def bfm_zero_directory(path: Path) -> Callable[[Any], None]:
     return check
 
 
+def di_engine_list_buffer(path: Path) -> Callable[[Any], None]:
+    """Python dict items of every savable kind (a str, a numpy array, numbers) in list mode."""
+    saved = AdvancedReplayBuffer(replay_buffer_size=4, seed=2)
+    saved.push([{"data_id": f"/data/{i}.pt", "obs": np.full(3, i, np.float32), "r": i * 0.5}
+                for i in range(5)], 0)
+
+    def check(loaded: Any) -> None:
+        assert isinstance(loaded, AdvancedReplayBuffer)
+        assert [item["data_id"] for item in loaded.held_items()] == [
+            item["data_id"] for item in saved.held_items()]
+        assert loaded.sample(3, 0) is not None
+
+    saved.save(path)
+    return check
+
+
+def di_engine_packed_buffer(path: Path) -> Callable[[Any], None]:
+    saved = NaiveReplayBuffer(replay_buffer_size=3, seed=2, storage="packed")
+    saved.push([{"obs": torch.full((2,), float(i))} for i in range(4)], 0)
+    saved.save(path)
+    return lambda loaded: assert_same_items(loaded, saved)
+
+
+def di_engine_episode_buffer(path: Path) -> Callable[[Any], None]:
+    saved = EpisodeReplayBuffer(replay_buffer_size=3, seed=2)
+    saved.push([[{"t": t, "obs": torch.zeros(2)} for t in range(n)] for n in (2, 4)], 0)
+    saved.save(path)
+
+    def check(loaded: Any) -> None:
+        assert isinstance(loaded, EpisodeReplayBuffer)
+        assert loaded.episode_len == saved.episode_len
+
+    return check
+
+
+def assert_same_items(loaded: Any, saved: Any) -> None:
+    assert type(loaded) is type(saved)
+    for a, b in zip(loaded.held_items(), saved.held_items(), strict=True):
+        assert torch.equal(a["obs"], b["obs"])
+
+
 KINDS = [
     pytest.param(dict_buffer, DictBuffer.load, id="dict-buffer"),
     pytest.param(empty_dict_buffer, DictBuffer.load, id="empty-dict-buffer"),
     pytest.param(z_buffer, ZBuffer.load, id="z-buffer"),
     pytest.param(bfm_zero_directory, DictBuffer.load, id="bfm-zero-directory"),
+    pytest.param(di_engine_list_buffer, AdvancedReplayBuffer.load, id="di-engine-list"),
+    pytest.param(di_engine_packed_buffer, NaiveReplayBuffer.load, id="di-engine-packed"),
+    pytest.param(di_engine_episode_buffer, EpisodeReplayBuffer.load, id="di-engine-episode"),
 ]
 
 

@@ -98,9 +98,9 @@ if source is not None:
         if (data := ui.source_data(watched)) is not None:
             ui.show_moments(data, tail.records)
         cols = st.columns(4)
-        left = ("none: finished" if status.state == FINISHED else "n/a" if status.eta is None
+        time_left = ("none: finished" if status.state == FINISHED else "n/a" if status.eta is None
                 else duration_text(status.eta))
-        cols[0].metric("Time left", left,
+        cols[0].metric("Time left", time_left,
                        help="At the speed of the recent records"
                        + (f" ({status.rate:,.1f} steps/s)" if status.rate is not None else "")
                        + "; shown while a run that logged its plan is running.")

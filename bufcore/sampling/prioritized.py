@@ -50,7 +50,7 @@ from bufcore.rng import undone_on_error
 from bufcore.sampling.index import SampleIndex
 from bufcore.sampling.samplers import RingPosition, WindowRequest
 from bufcore.sampling.segment_tree import (
-    MinTree,
+    LeafMinimum,
     SumTree,
     check_leaf_index,
     check_weights,
@@ -118,7 +118,7 @@ class PrioritizedSampler:
         self._steps = 0
         self._shape: tuple[int, int] | None = None
         self._held = 0
-        self._pair: tuple[SumTree, MinTree] | None = None  # made by bind
+        self._pair: tuple[SumTree, LeafMinimum] | None = None  # made by bind
         self._priority = np.zeros(0)
         self._scratch = np.zeros(0, dtype=np.int64)
 
@@ -207,16 +207,15 @@ class PrioritizedSampler:
                 "buffer)"
             )
         leaves = shape[0] * shape[1]
-        sums, minima = SumTree(leaves), MinTree(leaves)
+        sums = SumTree(leaves)
         priority = np.zeros(leaves)
         scratch = np.full(leaves, -1, dtype=np.int64)
-        self._pair, self._priority, self._scratch = (sums, minima), priority, scratch
+        self._pair, self._priority, self._scratch = (sums, LeafMinimum(sums)), priority, scratch
         self._shape = shape
 
     def written(self, ring: RingPosition, start: int, count: int) -> None:
         """New rows get the largest priority seen so far (see
         :class:`~bufcore.sampling.samplers.FollowsWrites`)."""
-        sums, minima = self._trees()
         capacity, envs = self._bound_shape()
         kept = min(count, capacity)
         first = (start + count - kept) % capacity
@@ -224,18 +223,16 @@ class PrioritizedSampler:
         weight = self._weights(np.array([stored]))[0]
         for low, high in ((first, min(first + kept, capacity)), (0, first + kept - capacity)):
             if high > low:
-                size = (high - low) * envs
                 self._priority[low * envs : high * envs] = stored
-                sums._set_range_checked(low * envs, np.full(size, weight))
-                minima._set_range_checked(low * envs, np.full(size, weight))
+                self._set_range(low * envs, np.full((high - low) * envs, weight))
         self._held = ring.length * ring.env_count
 
     def reset(self) -> None:
         """Forget every row's priority, and the largest priority (back to 1.0, as DI-engine's
         ``clear``); the annealing of beta goes on."""
         if self._pair is not None:
-            for tree in self._pair:
-                tree.clear()
+            for part in self._pair:
+                part.clear()
             self._priority[:] = 0.0
         self._held = 0
         self._max_priority = 1.0
@@ -269,7 +266,7 @@ class PrioritizedSampler:
             raise ValueError(_UNBOUND)
         return self._shape
 
-    def _trees(self) -> tuple[SumTree, MinTree]:
+    def _trees(self) -> tuple[SumTree, LeafMinimum]:
         """Raises:
         ValueError: not bound yet.
         """
@@ -323,25 +320,42 @@ class PrioritizedSampler:
                 whose weight would overflow the trees, or an update that would leave every
                 held row with weight 0.
         """
-        sums, minima = self._trees()
+        sums, _ = self._trees()
         flat = check_leaf_index(rows, len(sums), "index")
         values = check_weights(priority, len(flat), "priority")
+        mask = None
         if keep is not None:
             mask = np.asarray(keep, dtype=bool).reshape(-1)
             if mask.shape != flat.shape:
                 raise ValueError(
                     f"keep: expected one flag per row ({len(flat)}), got {mask.size}"
                 )
-            flat, values = flat[mask], values[mask]
-        if len(flat) and flat.max() >= self._held:
+        applied = flat if mask is None else flat[mask]
+        if len(applied) and applied.max() >= self._held:
             raise IndexError(
-                f"index: expected rows in [0, {self._held}) (the held ones), got {flat.max()}"
+                f"index: expected rows in [0, {self._held}) (the held ones), got "
+                f"{applied.max()}"
             )
+        return self._update_checked(flat, values, mask)
+
+    def _update_checked(self, flat: np.ndarray, values: np.ndarray, mask: Any) -> int:
+        """:meth:`update` of checked ``values`` for the int64 ``flat`` rows, those where
+        ``mask`` is set (every one for None) being held rows; what the buffers call once they
+        have checked the rows themselves.
+
+        Raises:
+            ValueError: a priority whose weight would overflow the trees, or an update that
+                would leave every held row with weight 0.
+        """
+        sums, minimum = self._trees()
+        if mask is not None and not mask.all():
+            flat, values = flat[mask], values[mask]
         applied = len(flat)
         if applied == 0:
             return 0
         kept = last_writes(flat, self._scratch)
-        flat, values = flat[kept], values[kept]
+        if not kept.all():
+            flat, values = flat[kept], values[kept]
         stored = values + self._eps
         weights = self._weights(stored)
         if not weights.any() and not self._positive_outside(flat, sums):
@@ -349,11 +363,19 @@ class PrioritizedSampler:
                 "priority: the update would give every held row weight 0 (nothing could be "
                 "drawn)"
             )
+        replaced = sums._leaves(flat)
         self._priority[flat] = stored
         sums._set_checked(flat, weights)
-        minima._set_checked(flat, weights)
+        minimum.replaced(replaced, weights)
         self._max_priority = max(self._max_priority, float(values.max()))
         return applied
+
+    def _set_range(self, start: int, weights: np.ndarray) -> None:
+        """Set the weights of the consecutive rows from ``start`` (checked)."""
+        sums, minimum = self._trees()
+        replaced = sums._stored_leaves()[start : start + len(weights)].copy()
+        sums._set_range_checked(start, weights)
+        minimum.replaced(replaced, weights)
 
     def _positive_outside(self, rows: np.ndarray, sums: SumTree) -> bool:
         """Whether a held row outside ``rows`` has a positive weight: an update giving
@@ -377,28 +399,28 @@ class PrioritizedSampler:
             ValueError: no rows yet, every held row has weight 0, or (windows) no spans
                 given, no trajectory long enough or every long enough window has weight 0.
         """
-        sums, minima = self._trees()
+        sums, _ = self._trees()
         if not sums.total > 0:
             raise ValueError("cannot sample: every held row has priority zero")
         device = generator.device
         if window is None:
-            targets = _uniform(count, generator) * sums.total
+            targets = _uniform(count, generator)
+            targets *= sums.total
             rows, weights = sums._find_checked(targets)
             index = SampleIndex(
                 _on(torch.from_numpy(rows), device),
                 ring.env_count,
-                weights=self._importance(weights, minima, device),
+                weights=self._importance(weights, device),
             )
         else:
             index = self._draw_windows(ring, count, generator, window)
         self._steps += 1
         return index
 
-    def _importance(
-        self, weights: np.ndarray, minima: MinTree, device: torch.device
-    ) -> torch.Tensor:
+    def _importance(self, weights: np.ndarray, device: torch.device) -> torch.Tensor:
         """``(w / w_min) ** -beta`` as float32 on ``device``."""
-        ratio = weights / minima.minimum
+        _, minimum = self._trees()
+        ratio = weights / minimum.value
         np.power(ratio, -self.beta, out=ratio)
         return _on(torch.from_numpy(ratio.astype(np.float32)), device)
 
@@ -408,7 +430,6 @@ class PrioritizedSampler:
         spans = window.spans
         if spans is None:
             raise ValueError("PrioritizedSampler: a window draw needs the ring's row spans")
-        _, minima = self._trees()
         with undone_on_error(generator, argument="count"):
             start, env, weights = self._window_starts(ring, count, generator, window, spans)
         device = generator.device
@@ -419,7 +440,7 @@ class PrioritizedSampler:
             env_count=ring.env_count,
         )
         located = table_position(spans.table(), start_t, env_t) if window.locate else None
-        importance = self._importance(weights, minima, device)
+        importance = self._importance(weights, device)
         return SampleIndex(
             rows, ring.env_count, located,
             importance.repeat_interleave(window.length),
@@ -548,13 +569,12 @@ class PrioritizedSampler:
         Raises:
             ValueError: not one finite, non-negative priority per held row (nothing changes).
         """
-        sums, minima = self._trees()
+        self._trees()
         held = ring.length * ring.env_count
         stored = check_weights(tensors["priority"], held, "priority")
         weights = self._weights(stored)
         self._priority[:held] = stored
-        sums._set_range_checked(0, weights)
-        minima._set_range_checked(0, weights)
+        self._set_range(0, weights)
         self._held = held
 
 

@@ -172,6 +172,9 @@ class SegmentTree(ABC):
         self._depth = (self.capacity - 1).bit_length()
         self._size = 1 << self._depth
         self._tree = np.full(2 * self._size, self._neutral, dtype=np.float64)
+        # The same memory as complex numbers: element k holds the children of node k (nodes 2k
+        # and 2k + 1), so one gather reads both.
+        self._pairs = self._tree.view(np.complex128)
         self._scratch: np.ndarray | None = None  # for last_writes, made on the first set
 
     def __len__(self) -> int:
@@ -211,9 +214,13 @@ class SegmentTree(ABC):
         stored: np.ndarray = self._tree[leaves + self._size]
         return stored
 
+    def _stored_leaves(self) -> np.ndarray:
+        """The stored leaves ``[capacity]``, a view (no copy)."""
+        return self._tree[self._size : self._size + self.capacity]
+
     def values(self) -> np.ndarray:
         """A copy of every leaf's value, ``[capacity]``."""
-        return self._shown(self._tree[self._size : self._size + self.capacity])
+        return self._shown(self._stored_leaves())
 
     def reduce(self, start: int = 0, end: int | None = None) -> float:
         """The combination of the leaves ``[start, end)`` (``end`` None: to the last leaf).
@@ -297,20 +304,16 @@ class SegmentTree(ABC):
         """Set distinct ``leaves`` to checked ``values`` and recompute their ancestors."""
         if len(leaves) == 0:
             return
-        tree, combine = self._tree, self._combine
+        tree, pairs, combine = self._tree, self._pairs, self._combine
         node = leaves + self._size
         tree[node] = self._stored(values)
         level = self._depth
         whole = max(_WHOLE_LEVEL, 2 * len(leaves))
-        child = np.empty_like(node)
         # Walk the paths while the parent level has many more nodes than the batch.
         while level > 0 and (1 << (level - 1)) > whole:
             node >>= 1
-            np.left_shift(node, 1, out=child)
-            combined = tree[child]
-            child += 1
-            combine(combined, tree[child], out=combined)
-            tree[node] = combined
+            children = pairs[node]
+            tree[node] = combine(children.real, children.imag)
             level -= 1
         self._recompute_levels(level)
 
@@ -431,3 +434,60 @@ class MinTree(SegmentTree):
     def minimum(self) -> float:
         """The smallest positive leaf (the root); ``inf`` when every leaf is zero."""
         return float(self._tree[1])
+
+
+class LeafMinimum:
+    """The smallest positive leaf of a :class:`SumTree`, kept from what each update replaces.
+
+    What :class:`~bufcore.sampling.prioritized.PrioritizedSampler` needs of a minimum is the
+    root of a :class:`MinTree`, and keeping that tree cost as much as the sum tree itself (a
+    second walk up every updated leaf's path, through memory the draw did not touch). This
+    keeps the minimum and how many leaves hold it instead: an update compares the values it
+    replaces and writes with it (a few whole-batch operations), and only when the last leaf
+    holding the minimum changes is the minimum found again by a scan of every leaf, at the next
+    read. The sampler updates the rows it drew, and a row is drawn in proportion to its weight,
+    so the lightest row is among ``batch`` draws with probability at most ``batch / rows``:
+    the scans cost O(batch) per update on average, the trees' O(batch * log rows) bound holds.
+    Updating the lightest row on purpose every time costs a scan each time.
+
+    Args:
+        tree: The tree whose leaves it follows (it must be told of every change to them).
+    """
+
+    def __init__(self, tree: SumTree) -> None:
+        self._tree = tree
+        self._value = math.inf
+        self._count = 0  # leaves holding _value; 0 with _scan set: unknown until the next scan
+        self._scan = False
+
+    def replaced(self, old: np.ndarray, new: np.ndarray) -> None:
+        """Distinct leaves that held ``old`` now hold ``new`` (the stored values)."""
+        if len(new) == 0:
+            return
+        if self._count:
+            self._count -= int(np.count_nonzero(old == self._value))
+        smallest = float(np.min(new, where=new > 0, initial=math.inf))
+        if smallest < self._value:
+            # Below every other positive leaf: the old minimum bounded them from below.
+            self._value, self._count, self._scan = smallest, 0, False
+        if smallest == self._value and smallest < math.inf:
+            # Every leaf holding it is counted: the others were counted before (or none are).
+            self._count += int(np.count_nonzero(new == smallest))
+            self._scan = False
+        elif self._count == 0 and self._value < math.inf:
+            self._scan = True  # the last leaf holding it changed: scan at the next read
+
+    def clear(self) -> None:
+        """Every leaf is 0 again."""
+        self._value, self._count, self._scan = math.inf, 0, False
+
+    @property
+    def value(self) -> float:
+        """The smallest positive leaf; ``inf`` when every leaf is 0."""
+        if self._scan:
+            leaves = self._tree._stored_leaves()
+            self._value = float(np.min(leaves, where=leaves > 0, initial=math.inf))
+            self._count = int(np.count_nonzero(leaves == self._value))
+            self._scan = False
+        return self._value
+

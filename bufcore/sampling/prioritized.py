@@ -2,9 +2,10 @@
 
 Model: every stored row (flat ``time * env_count + env``) has a priority ``p``; it weighs
 ``w = p ** alpha``. New rows get the largest priority seen so far (1.0 at first), and
-:meth:`PrioritizedSampler.update` stores ``p + eps``. Trees over the weights
-(:mod:`bufcore.sampling.segment_tree`) give the total, the smallest positive weight and the
-prefix-sum search, so a draw and an update cost O(batch * log rows).
+:meth:`PrioritizedSampler.update` stores ``p + eps``. A sum tree over the weights
+(:mod:`bufcore.sampling.segment_tree`) gives the total and the prefix-sum search, and a
+:class:`~bufcore.sampling.segment_tree.LeafMinimum` the smallest positive weight, so a draw and
+an update cost O(batch * log rows) (the minimum: on average; see its docstring).
 
 - Rows (``DictBuffer``): each draw is row ``i`` with probability ``w_i / sum(w)``, i.i.d.
 - Windows (the online buffer): every valid window (``need`` rows of one trajectory, as for the
@@ -54,7 +55,6 @@ from bufcore.sampling.segment_tree import (
     SumTree,
     check_leaf_index,
     check_weights,
-    last_writes,
 )
 from bufcore.sampling.windows import (
     RowSpans,
@@ -120,7 +120,6 @@ class PrioritizedSampler:
         self._held = 0
         self._pair: tuple[SumTree, LeafMinimum] | None = None  # made by bind
         self._priority = np.zeros(0)
-        self._scratch = np.zeros(0, dtype=np.int64)
 
     def __repr__(self) -> str:
         return (
@@ -209,8 +208,7 @@ class PrioritizedSampler:
         leaves = shape[0] * shape[1]
         sums = SumTree(leaves)
         priority = np.zeros(leaves)
-        scratch = np.full(leaves, -1, dtype=np.int64)
-        self._pair, self._priority, self._scratch = (sums, LeafMinimum(sums)), priority, scratch
+        self._pair, self._priority = (sums, LeafMinimum(sums)), priority
         self._shape = shape
 
     def written(self, ring: RingPosition, start: int, count: int) -> None:
@@ -345,7 +343,7 @@ class PrioritizedSampler:
 
         Raises:
             ValueError: a priority whose weight would overflow the trees, or an update that
-                would leave every held row with weight 0.
+                would leave every held row with weight 0 (nothing changes).
         """
         sums, minimum = self._trees()
         if mask is not None and not mask.all():
@@ -353,17 +351,20 @@ class PrioritizedSampler:
         applied = len(flat)
         if applied == 0:
             return 0
-        kept = last_writes(flat, self._scratch)
-        if not kept.all():
-            flat, values = flat[kept], values[kept]
         stored = values + self._eps
         weights = self._weights(stored)
+        replaced = sums._leaves(flat)
+        every, before = flat, replaced
+        kept = sums._last_writes(flat)  # the leaves at flat hold positions until set below
+        if not kept.all():
+            flat, values, stored = flat[kept], values[kept], stored[kept]
+            weights, replaced = weights[kept], replaced[kept]
         if not weights.any() and not self._positive_outside(flat, sums):
+            sums._put_back(every, before)
             raise ValueError(
                 "priority: the update would give every held row weight 0 (nothing could be "
                 "drawn)"
             )
-        replaced = sums._leaves(flat)
         self._priority[flat] = stored
         sums._set_checked(flat, weights)
         minimum.replaced(replaced, weights)
@@ -581,7 +582,7 @@ class PrioritizedSampler:
 def _uniform(count: int, generator: torch.Generator) -> np.ndarray:
     """``count`` float64 uniforms in ``[0, 1)`` from ``generator``, as a numpy array."""
     draw = torch.rand(count, dtype=torch.float64, generator=generator, device=generator.device)
-    return draw.cpu().numpy()
+    return draw.numpy() if draw.device.type == "cpu" else draw.cpu().numpy()
 
 
 def _on(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

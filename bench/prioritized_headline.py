@@ -28,7 +28,8 @@ from the same random priorities; the new priorities are float32 tensors, as a lo
 **Windows** on the online ``[500, 1024]`` buffer (end flags from :mod:`bench.rollout`: episodes
 of 50-500 steps, the ring wrapped; a float and the flag per row), ``batch`` 1024 rows = 128
 windows of 8: ``step`` = ``extend`` of one ``[1, 1024]`` time row + the draw + the update (an
-online loop), ``sample + update`` without the extend.
+online loop), ``mix`` = one ``extend`` + 16 draws each with its update (BFM-Zero's updates per
+env step; rate in mix steps/s), ``sample + update`` without any extend.
 
 - ``bufcore``: ``TrajectoryDictBufferMultiDim(n_dim=2, sampler=PrioritizedSampler())``: a
   window is drawn by its rows' max priority, exactly.
@@ -62,17 +63,26 @@ ROWS, WINDOWS = "rows", "windows"
 ROW_IMPLEMENTATIONS = ("bufcore", "torchrl", "cpprb", "multinomial")
 WINDOW_IMPLEMENTATIONS = ("bufcore", "torchrl")
 REQUIRES: dict[str, tuple[str, ...]] = {"torchrl": ("torchrl", "tensordict"), "cpprb": ("cpprb",)}
-SAMPLE_UPDATE, STEP = "sample + update", "step"
+SAMPLE_UPDATE, STEP, MIX = "sample + update", "step", "mix"
+MIX_SAMPLES = 16
+"""Draws (each with its update) per extend in the ``mix`` op (BFM-Zero's 16)."""
 ALPHA, BETA, EPS = 0.6, 0.4, 1e-5
 PRIORITY_POOL = 32
 """Distinct new-priority batches the timed loops cycle through."""
 END_KEY = "truncated"
 FILL_STEPS = 125
 CHILD_TIMEOUT_S = 900
-# Ratio bufcore / peer each row must reach (the issue's targets).
-ROW_TARGETS = {("torchrl", 1024): 1.5, ("torchrl", 256): 1.0, ("cpprb", 1024): 3.0,
-               ("cpprb", 256): 3.0}
+# Ratios bufcore / peer to reach (the issue's targets): torchrl by batch, cpprb at any batch.
+TORCHRL_TARGETS = {1024: 1.5, 256: 1.0}
+CPPRB_TARGET = 3.0
 WINDOW_TARGET = 3.0
+
+
+def row_target(peer: str, batch: int) -> float | None:
+    """The ratio bufcore / ``peer`` the rows table asks for at ``batch`` (None: no target)."""
+    if peer == "cpprb":
+        return CPPRB_TARGET
+    return TORCHRL_TARGETS.get(batch) if peer == "torchrl" else None
 
 
 @dataclass(frozen=True)
@@ -253,7 +263,13 @@ def windows_ops(spec: PerSpec) -> tuple[str, dict[str, Callable[[], object]]]:
             buffer.extend(writes[next(steps)])
             bufcore_draw()
 
-        return _version("bufcore"), {STEP: bufcore_step, SAMPLE_UPDATE: bufcore_draw}
+        def bufcore_mix() -> None:
+            bufcore_step()
+            for _ in range(MIX_SAMPLES - 1):
+                bufcore_draw()
+
+        ops = {STEP: bufcore_step, MIX: bufcore_mix, SAMPLE_UPDATE: bufcore_draw}
+        return _version("bufcore"), ops
     from bench.torchrl_ext import activate
 
     built = activate()
@@ -299,8 +315,13 @@ def windows_ops(spec: PerSpec) -> tuple[str, dict[str, Callable[[], object]]]:
         rb.extend(tensordicts[next(steps)])
         torchrl_draw()
 
+    def torchrl_mix() -> None:
+        torchrl_step()
+        for _ in range(MIX_SAMPLES - 1):
+            torchrl_draw()
+
     version = f"{_version('torchrl', 'tensordict')}; C++ trees {built}"
-    return version, {STEP: torchrl_step, SAMPLE_UPDATE: torchrl_draw}
+    return version, {STEP: torchrl_step, MIX: torchrl_mix, SAMPLE_UPDATE: torchrl_draw}
 
 
 def measure(spec: PerSpec) -> dict[str, Any]:
@@ -318,9 +339,13 @@ def measure(spec: PerSpec) -> dict[str, Any]:
         ops: dict[str, Callable[[], object]] = {SAMPLE_UPDATE: step}
     else:
         version, ops = windows_ops(spec)
-    records = {op: OpRecord(STEPS_PER_S, 1, spec.calls) for op in ops}
+    # A mix does 16 draws: a quarter of the calls keeps its blocks about as long as the others'.
+    records = {
+        op: OpRecord(STEPS_PER_S, 1, max(1, spec.calls // 4) if op == MIX else spec.calls)
+        for op in ops
+    }
     for op in ops.values():
-        for _ in range(max(4, spec.calls // 4)):
+        for _ in range(2 if spec.table == WINDOWS else 8):
             op()  # warm-up
     measure_rounds(ops, records, spec.blocks)
     return {
@@ -523,7 +548,7 @@ def render(results: PerResults) -> str:
             }
             base = row["bufcore"]
             ratios = [
-                _ratio(base, row[name], ROW_TARGETS.get((name, batch)))
+                _ratio(base, row[name], row_target(name, batch))
                 for name in ("torchrl", "cpprb", "multinomial")
             ]
             cells = [_cell(row[name]) for name in ROW_IMPLEMENTATIONS]
@@ -535,7 +560,7 @@ def render(results: PerResults) -> str:
         "| op | bufcore | torchrl PrioritizedSliceSampler | vs torchrl |",
         "|---|---|---|---|",
     ]
-    for op in (STEP, SAMPLE_UPDATE):
+    for op in (STEP, MIX, SAMPLE_UPDATE):
         key = (WINDOWS, cfg.window_capacity, cfg.window_batch, op)
         base, peer = results.stats.get((*key, "bufcore")), results.stats.get((*key, "torchrl"))
         lines.append(

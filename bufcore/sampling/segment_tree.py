@@ -64,6 +64,8 @@ _WHOLE_LEVEL = 4096
 # Leaves at most this many: capacities beyond any storage's rows are refused up front.
 MAX_LEAVES = 2**40
 _FLOAT_MAX = float(np.finfo(np.float64).max)
+# CPU tensors read straight through numpy (widening float32 is exact).
+_FAST_DTYPES = (torch.float64, torch.float32)
 
 
 def check_leaf_index(index: Any, count: int, argument: str = "index") -> np.ndarray:
@@ -115,12 +117,14 @@ def check_weights(values: Any, count: int, argument: str = "values") -> np.ndarr
         flat = values.reshape(-1)  # the fast paths: what the buffers and training loops pass
     elif (
         isinstance(values, torch.Tensor)
-        and values.dtype == torch.float64
+        and values.dtype in _FAST_DTYPES
         and values.device.type == "cpu"
         and values.ndim
     ):
         plain = values.ndim == 1 and not values.requires_grad  # one call instead of three
         flat = values.numpy() if plain else values.detach().reshape(-1).numpy()
+        if flat.dtype != np.float64:
+            flat = flat.astype(np.float64)  # a loss's float32 TD errors: exact in float64
     else:
         tensor = real_values(values, argument).detach()
         if tensor.ndim == 0:

@@ -351,20 +351,22 @@ class PrioritizedSampler:
         applied = len(flat)
         if applied == 0:
             return 0
-        stored = values + self._eps
-        weights = self._weights(stored)
         replaced = sums._leaves(flat)
         every, before = flat, replaced
         kept = sums._last_writes(flat)  # the leaves at flat hold positions until set below
         if not kept.all():
-            flat, values, stored = flat[kept], values[kept], stored[kept]
-            weights, replaced = weights[kept], replaced[kept]
-        if not weights.any() and not self._positive_outside(flat, sums):
+            flat, values, replaced = flat[kept], values[kept], replaced[kept]
+        stored = values + self._eps
+        try:
+            weights = self._weights(stored)
+            if not weights.any() and not self._positive_outside(flat, sums):
+                raise ValueError(
+                    "priority: the update would give every held row weight 0 (nothing could "
+                    "be drawn)"
+                )
+        except ValueError:
             sums._put_back(every, before)
-            raise ValueError(
-                "priority: the update would give every held row weight 0 (nothing could be "
-                "drawn)"
-            )
+            raise
         self._priority[flat] = stored
         sums._set_checked(flat, weights)
         minimum.replaced(replaced, weights)

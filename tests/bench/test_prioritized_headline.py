@@ -5,6 +5,7 @@ asserted; no test needs torchrl or cpprb."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,7 @@ def test_torchrl_without_a_loadable_extension_says_how_to_build_one(
     broken = tmp_path / "_torchrl.cpython-311-x86_64-linux-gnu.so"
     broken.write_bytes(b"not an elf file")
     monkeypatch.setattr(torchrl_ext, "_active", None)
+    monkeypatch.delitem(sys.modules, "torchrl.data.replay_buffers.samplers.prioritized", False)
     monkeypatch.setattr(torchrl_ext, "_prebuilt", lambda: broken)
     monkeypatch.setattr(torchrl_ext, "built_path", lambda: tmp_path / "missing" / "_torchrl.so")
     with pytest.raises(torchrl_ext.ExtensionMissing, match=r"python -m bench\.torchrl_ext") as err:

@@ -6,7 +6,9 @@ then the in-process diagnostics ``transition`` (DictBuffer against the peers, th
 the disk) and ``trajectory`` (window indices and windows with ``next``,
 :mod:`bench.trajectory`). ``--only PART`` runs one, ``--skip PART`` leaves one out.
 ``persist-engine`` (:mod:`bench.persist_engine`: bufcore's checkpoint engine against plain h5py
-reads and writes, fresh processes) runs only when asked for with ``--only``.
+reads and writes, fresh processes) and ``prioritized`` (:mod:`bench.prioritized_headline`:
+prioritized replay's sample + update against torchrl, cpprb and ``torch.multinomial``, fresh
+processes) run only when asked for with ``--only``.
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import headline, headline_report, persist_engine, trajectory
+from bench import headline, headline_report, persist_engine, prioritized_headline, trajectory
 from bench.headline import HeadlineConfig
+from bench.prioritized_headline import PerConfig
 from bench.report import render, write_json
 from bench.runner import Config, Results, run
 from bench.trajectory import TrajectoryConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTS = ("headline", "transition", "trajectory")
-ON_REQUEST = ("persist-engine",)
+ON_REQUEST = ("persist-engine", "prioritized")
 
 
 def positive_int(text: str) -> int:
@@ -151,6 +154,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=RESULTS / "persist_engine.json",
         help="persist-engine JSON file",
     )
+    per = parser.add_argument_group("prioritized part (fresh processes)")
+    per.add_argument(
+        "--per-capacities",
+        type=positive_int,
+        nargs="+",
+        help="rows of the prioritized buffers (default: 1000000 131072; --quick 131072)",
+    )
+    per.add_argument(
+        "--per-batches", type=positive_int, nargs="+", help="rows per draw (default: 256 1024)"
+    )
+    per.add_argument(
+        "--per-rounds",
+        type=positive_int,
+        help="processes per implementation and case (default 5; --quick 2)",
+    )
+    per.add_argument(
+        "--per-json",
+        type=Path,
+        default=RESULTS / "prioritized.json",
+        help="prioritized JSON file",
+    )
     traj = parser.add_argument_group("trajectory part")
     traj.add_argument(
         "--traj-capacity",
@@ -219,6 +243,21 @@ def headline_config_from(args: argparse.Namespace) -> HeadlineConfig:
     )
 
 
+def prioritized_config_from(args: argparse.Namespace) -> PerConfig:
+    """Defaults depend on ``--quick``; explicit options win."""
+    quick = bool(args.quick)
+    return PerConfig(
+        capacities=tuple(args.per_capacities or ((131_072,) if quick else (1_000_000, 131_072))),
+        batches=tuple(args.per_batches or (256, 1024)),
+        rounds=args.per_rounds or (2 if quick else 5),
+        blocks=3 if quick else args.blocks,
+        window_capacity=args.online_capacity or (100 if quick else 500),
+        window_envs=args.online_envs,
+        seq_length=args.seq_length,
+        threads=args.threads[0],
+    )
+
+
 def trajectory_config_from(args: argparse.Namespace) -> TrajectoryConfig:
     """Defaults depend on ``--quick``; explicit options win."""
     quick = bool(args.quick)
@@ -256,6 +295,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.engine_json.parent.mkdir(parents=True, exist_ok=True)
         args.engine_json.write_text(json.dumps(engine.to_json(), indent=1) + "\n")
         print(f"wrote {args.engine_json}", flush=True)
+        return 0
+    if parts == ("prioritized",):
+        per_results = prioritized_headline.run(prioritized_config_from(args))
+        print(prioritized_headline.render(per_results), flush=True)
+        prioritized_headline.write_json(args.per_json, per_results)
+        print(f"wrote {args.per_json}", flush=True)
         return 0
     # The headline first, before this process allocates anything (its children start fresh).
     if "headline" in parts:

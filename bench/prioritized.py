@@ -11,8 +11,9 @@ to back in each round of one process, at each capacity (full) and batch:
   and duplicates resolved with ``np.unique`` (the baseline the issue measured at
   ~1,700-1,800 steps/s at 1M, batch 1024).
 
-Peers (torchrl's C++ tree, cpprb) belong to the headline harness, not here. Rates are the
-median over rounds with min and max (a shared machine swings; DESIGN §6). Prints one JSON
+Peers (torchrl's C++ trees, cpprb, ``torch.multinomial``) are measured in fresh processes by
+``python -m bench --only prioritized`` (:mod:`bench.prioritized_headline`), not here. Rates are
+the median over rounds with min and max (a shared machine swings; DESIGN §6). Prints one JSON
 object.
 """
 

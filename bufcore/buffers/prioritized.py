@@ -29,6 +29,7 @@ from bufcore.fields import Field
 from bufcore.sampling.index import SampleIndex
 from bufcore.sampling.prioritized import PrioritizedSampler
 from bufcore.sampling.samplers import RingPosition
+from bufcore.sampling.segment_tree import check_weights
 from bufcore.storage.batches import RowSource
 from bufcore.storage.ring import RingStorage
 from bufcore.tree import KeyPath, format_key_path
@@ -62,10 +63,11 @@ def stamped(index: SampleIndex, storage: RingStorage) -> SampleIndex:
 
 
 def _write_counts(index: SampleIndex, storage: RingStorage) -> torch.Tensor:
-    rows = index.rows.cpu().numpy()
+    on_cpu = index.rows.device.type == "cpu"
+    rows = index.rows.numpy() if on_cpu else index.rows.cpu().numpy()
     time = rows if index.env_count == 1 else rows // index.env_count
     writes = torch.from_numpy(storage.writes.numpy()[time])
-    return writes if index.rows.device.type == "cpu" else writes.to(index.rows.device)
+    return writes if on_cpu else writes.to(index.rows.device)
 
 
 def weighted_layout(rows: int) -> dict[KeyPath, tuple[tuple[int, ...], torch.dtype]]:
@@ -116,15 +118,19 @@ def update_priority(
     if not storage.allocated:
         raise ValueError("index: the buffer holds no rows yet, so nothing was drawn from it")
     cells = storage.capacity * storage.envs
-    if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= cells):
+    # One reduction checks both ends: a negative row is huge as uint64.
+    if len(rows) and int(rows.view(np.uint64).max()) >= cells:
         position = int(np.flatnonzero((rows < 0) | (rows >= cells))[0])
         raise IndexError(
             f"index: expected rows in [0, {cells}), got {rows[position]} at position {position}"
         )
+    values = check_weights(priority, len(rows), "priority")
     time = rows if storage.envs == 1 else rows // storage.envs
     keep = storage.writes.numpy()[time] == writes
-    keep &= rows < len(storage) * storage.envs
-    return sampler.update(rows, priority, keep=keep)
+    held = len(storage) * storage.envs
+    if held < cells:
+        keep &= rows < held
+    return sampler._update_checked(rows, values, keep)
 
 
 def _unpacked(index: Any, env_count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -159,6 +165,8 @@ def _unpacked(index: Any, env_count: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _int64(tensor: torch.Tensor) -> np.ndarray:
     """A 1-D int64 numpy array of an integer tensor's values (no copy for CPU int64)."""
+    if tensor.dtype == torch.int64 and tensor.ndim == 1 and tensor.device.type == "cpu":
+        return tensor.numpy()  # what a draw gives (int64 never requires grad)
     flat = tensor.detach().reshape(-1)
     if flat.device.type != "cpu" or flat.dtype != torch.int64:
         flat = flat.to(device="cpu", dtype=torch.int64)

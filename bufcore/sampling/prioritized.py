@@ -2,9 +2,10 @@
 
 Model: every stored row (flat ``time * env_count + env``) has a priority ``p``; it weighs
 ``w = p ** alpha``. New rows get the largest priority seen so far (1.0 at first), and
-:meth:`PrioritizedSampler.update` stores ``p + eps``. Trees over the weights
-(:mod:`bufcore.sampling.segment_tree`) give the total, the smallest positive weight and the
-prefix-sum search, so a draw and an update cost O(batch * log rows).
+:meth:`PrioritizedSampler.update` stores ``p + eps``. A sum tree over the weights
+(:mod:`bufcore.sampling.segment_tree`) gives the total and the prefix-sum search, and a
+:class:`~bufcore.sampling.segment_tree.LeafMinimum` the smallest positive weight, so a draw and
+an update cost O(batch * log rows) (the minimum: on average; see its docstring).
 
 - Rows (``DictBuffer``): each draw is row ``i`` with probability ``w_i / sum(w)``, i.i.d.
 - Windows (the online buffer): every valid window (``need`` rows of one trajectory, as for the
@@ -50,11 +51,10 @@ from bufcore.rng import undone_on_error
 from bufcore.sampling.index import SampleIndex
 from bufcore.sampling.samplers import RingPosition, WindowRequest
 from bufcore.sampling.segment_tree import (
-    MinTree,
+    LeafMinimum,
     SumTree,
     check_leaf_index,
     check_weights,
-    last_writes,
 )
 from bufcore.sampling.windows import (
     RowSpans,
@@ -118,9 +118,8 @@ class PrioritizedSampler:
         self._steps = 0
         self._shape: tuple[int, int] | None = None
         self._held = 0
-        self._pair: tuple[SumTree, MinTree] | None = None  # made by bind
+        self._pair: tuple[SumTree, LeafMinimum] | None = None  # made by bind
         self._priority = np.zeros(0)
-        self._scratch = np.zeros(0, dtype=np.int64)
 
     def __repr__(self) -> str:
         return (
@@ -207,16 +206,14 @@ class PrioritizedSampler:
                 "buffer)"
             )
         leaves = shape[0] * shape[1]
-        sums, minima = SumTree(leaves), MinTree(leaves)
+        sums = SumTree(leaves)
         priority = np.zeros(leaves)
-        scratch = np.full(leaves, -1, dtype=np.int64)
-        self._pair, self._priority, self._scratch = (sums, minima), priority, scratch
+        self._pair, self._priority = (sums, LeafMinimum(sums)), priority
         self._shape = shape
 
     def written(self, ring: RingPosition, start: int, count: int) -> None:
         """New rows get the largest priority seen so far (see
         :class:`~bufcore.sampling.samplers.FollowsWrites`)."""
-        sums, minima = self._trees()
         capacity, envs = self._bound_shape()
         kept = min(count, capacity)
         first = (start + count - kept) % capacity
@@ -224,18 +221,16 @@ class PrioritizedSampler:
         weight = self._weights(np.array([stored]))[0]
         for low, high in ((first, min(first + kept, capacity)), (0, first + kept - capacity)):
             if high > low:
-                size = (high - low) * envs
                 self._priority[low * envs : high * envs] = stored
-                sums._set_range_checked(low * envs, np.full(size, weight))
-                minima._set_range_checked(low * envs, np.full(size, weight))
+                self._set_range(low * envs, np.full((high - low) * envs, weight))
         self._held = ring.length * ring.env_count
 
     def reset(self) -> None:
         """Forget every row's priority, and the largest priority (back to 1.0, as DI-engine's
         ``clear``); the annealing of beta goes on."""
         if self._pair is not None:
-            for tree in self._pair:
-                tree.clear()
+            for part in self._pair:
+                part.clear()
             self._priority[:] = 0.0
         self._held = 0
         self._max_priority = 1.0
@@ -269,7 +264,7 @@ class PrioritizedSampler:
             raise ValueError(_UNBOUND)
         return self._shape
 
-    def _trees(self) -> tuple[SumTree, MinTree]:
+    def _trees(self) -> tuple[SumTree, LeafMinimum]:
         """Raises:
         ValueError: not bound yet.
         """
@@ -326,35 +321,58 @@ class PrioritizedSampler:
                 whose weight would overflow the trees, or an update that would leave every
                 held row with weight 0.
         """
-        sums, minima = self._trees()
+        sums, _ = self._trees()
         flat = check_leaf_index(rows, len(sums), "index")
         values = check_weights(priority, len(flat), "priority")
+        mask = None
         if keep is not None:
             mask = np.asarray(keep, dtype=bool).reshape(-1)
             if mask.shape != flat.shape:
                 raise ValueError(
                     f"keep: expected one flag per row ({len(flat)}), got {mask.size}"
                 )
-            flat, values = flat[mask], values[mask]
-        if len(flat) and flat.max() >= self._held:
+        applied = flat if mask is None else flat[mask]
+        if len(applied) and applied.max() >= self._held:
             raise IndexError(
-                f"index: expected rows in [0, {self._held}) (the held ones), got {flat.max()}"
+                f"index: expected rows in [0, {self._held}) (the held ones), got "
+                f"{applied.max()}"
             )
+        return self._update_checked(flat, values, mask)
+
+    def _update_checked(self, flat: np.ndarray, values: np.ndarray, mask: Any) -> int:
+        """:meth:`update` of checked ``values`` for the int64 ``flat`` rows, those where
+        ``mask`` is set (every one for None) being held rows; what the buffers call once they
+        have checked the rows themselves.
+
+        Raises:
+            ValueError: a priority whose weight would overflow the trees, or an update that
+                would leave every held row with weight 0 (nothing changes).
+        """
+        sums, minimum = self._trees()
+        if mask is not None and not mask.all():
+            flat, values = flat[mask], values[mask]
         applied = len(flat)
         if applied == 0:
             return 0
-        kept = last_writes(flat, self._scratch)
-        flat, values = flat[kept], values[kept]
+        replaced = sums._leaves(flat)
+        every, before = flat, replaced
+        kept = sums._last_writes(flat)  # the leaves at flat hold positions until set below
+        if not kept.all():
+            flat, values, replaced = flat[kept], values[kept], replaced[kept]
         stored = values + self._eps
-        weights = self._weights(stored)
-        if not weights.any() and not self._positive_outside(flat, sums):
-            raise ValueError(
-                "priority: the update would give every held row weight 0 (nothing could be "
-                "drawn)"
-            )
+        try:
+            weights = self._weights(stored)
+            if not weights.any() and not self._positive_outside(flat, sums):
+                raise ValueError(
+                    "priority: the update would give every held row weight 0 (nothing could "
+                    "be drawn)"
+                )
+        except ValueError:
+            sums._put_back(every, before)
+            raise
         self._priority[flat] = stored
         sums._set_checked(flat, weights)
-        minima._set_checked(flat, weights)
+        minimum.replaced(replaced, weights)
         self._max_priority = max(self._max_priority, float(values.max()))
         return applied
 
@@ -373,19 +391,35 @@ class PrioritizedSampler:
             ValueError: not one priority per row, or a priority NaN, infinite, negative or too
                 large for the trees.
         """
-        sums, minima = self._trees()
+        sums, minimum = self._trees()
         flat = check_leaf_index(rows, len(sums), "index")
         values = check_weights(priority, len(flat), "priority")
         if len(flat) and flat.max() >= self._held:
             raise IndexError(
                 f"index: expected rows in [0, {self._held}) (the held ones), got {flat.max()}"
             )
-        kept = last_writes(flat, self._scratch)
-        flat, values = flat[kept], values[kept]
-        weights = self._weights(values)
+        if len(flat) == 0:
+            return
+        replaced = sums._leaves(flat)
+        every, before = flat, replaced
+        kept = sums._last_writes(flat)  # the leaves at flat hold positions until set below
+        if not kept.all():
+            flat, values, replaced = flat[kept], values[kept], replaced[kept]
+        try:
+            weights = self._weights(values)
+        except ValueError:
+            sums._put_back(every, before)
+            raise
         self._priority[flat] = values
         sums._set_checked(flat, weights)
-        minima._set_checked(flat, weights)
+        minimum.replaced(replaced, weights)
+
+    def _set_range(self, start: int, weights: np.ndarray) -> None:
+        """Set the weights of the consecutive rows from ``start`` (checked)."""
+        sums, minimum = self._trees()
+        replaced = sums._stored_leaves()[start : start + len(weights)].copy()
+        sums._set_range_checked(start, weights)
+        minimum.replaced(replaced, weights)
 
     def _positive_outside(self, rows: np.ndarray, sums: SumTree) -> bool:
         """Whether a held row outside ``rows`` has a positive weight: an update giving
@@ -409,30 +443,32 @@ class PrioritizedSampler:
             ValueError: no rows yet, every held row has weight 0, or (windows) no spans
                 given, no trajectory long enough or every long enough window has weight 0.
         """
-        sums, minima = self._trees()
+        sums, _ = self._trees()
         if not sums.total > 0:
             raise ValueError("cannot sample: every held row has priority zero")
         device = generator.device
         if window is None:
-            targets = _uniform(count, generator) * sums.total
+            targets = _uniform(count, generator)
+            targets *= sums.total
             rows, weights = sums._find_checked(targets)
             index = SampleIndex(
                 _on(torch.from_numpy(rows), device),
                 ring.env_count,
-                weights=self._importance(weights, minima, device),
+                weights=self._importance(weights, device),
             )
         else:
             index = self._draw_windows(ring, count, generator, window)
         self._steps += 1
         return index
 
-    def _importance(
-        self, weights: np.ndarray, minima: MinTree, device: torch.device
-    ) -> torch.Tensor:
+    def _importance(self, weights: np.ndarray, device: torch.device) -> torch.Tensor:
         """``(w / w_min) ** -beta`` as float32 on ``device``."""
-        ratio = weights / minima.minimum
-        np.power(ratio, -self.beta, out=ratio)
-        return _on(torch.from_numpy(ratio.astype(np.float32)), device)
+        _, minimum = self._trees()
+        ratio = weights / minimum.value
+        importance = np.empty(len(ratio), dtype=np.float32)
+        # Computed in float64, rounded once into the float32 output (as astype would).
+        np.power(ratio, -self.beta, out=importance, casting="same_kind")
+        return _on(torch.from_numpy(importance), device)
 
     def _draw_windows(
         self, ring: RingPosition, count: int, generator: torch.Generator, window: WindowRequest
@@ -440,7 +476,6 @@ class PrioritizedSampler:
         spans = window.spans
         if spans is None:
             raise ValueError("PrioritizedSampler: a window draw needs the ring's row spans")
-        _, minima = self._trees()
         with undone_on_error(generator, argument="count"):
             start, env, weights = self._window_starts(ring, count, generator, window, spans)
         device = generator.device
@@ -451,7 +486,7 @@ class PrioritizedSampler:
             env_count=ring.env_count,
         )
         located = table_position(spans.table(), start_t, env_t) if window.locate else None
-        importance = self._importance(weights, minima, device)
+        importance = self._importance(weights, device)
         return SampleIndex(
             rows, ring.env_count, located,
             importance.repeat_interleave(window.length),
@@ -463,14 +498,17 @@ class PrioritizedSampler:
         """For windows at absolute ``start`` times of ``env``: their weight, and the sum of
         their rows' weights."""
         sums, _ = self._trees()
-        offsets = np.arange(length)
-        rows = (start[:, None] + offsets) % ring.capacity * ring.env_count + env[:, None]
+        envs, cells = ring.env_count, ring.capacity * ring.env_count
+        first = start % ring.capacity * envs + env
+        rows = first[:, None] + np.arange(0, length * envs, envs)
+        # Past the ring's last row: wrap (once at most; an int64 modulo is slow).
+        np.subtract(rows, cells, out=rows, where=rows >= cells)
         rows_weights = sums._leaves(rows)
         if self._reduction == "max":
-            weight = rows_weights.max(axis=1)
+            weight = _pairwise(rows_weights, np.maximum)
         else:
             weight = self._weights(self._priority[rows].mean(axis=1))
-        return weight, rows_weights.sum(axis=1)
+        return weight, _pairwise(rows_weights, np.add)
 
     def _window_starts(
         self,
@@ -580,20 +618,32 @@ class PrioritizedSampler:
         Raises:
             ValueError: not one finite, non-negative priority per held row (nothing changes).
         """
-        sums, minima = self._trees()
+        self._trees()
         held = ring.length * ring.env_count
         stored = check_weights(tensors["priority"], held, "priority")
         weights = self._weights(stored)
         self._priority[:held] = stored
-        sums._set_range_checked(0, weights)
-        minima._set_range_checked(0, weights)
+        self._set_range(0, weights)
         self._held = held
+
+
+def _pairwise(values: np.ndarray, combine: np.ufunc) -> np.ndarray:
+    """``values`` ``[n, k]`` combined along its rows by adjacent pairs, ``[n]``: a few
+    whole-array operations where numpy reduces each short row on its own (slowly); for ``k``
+    8 the same additions, in the same order, as numpy's own pairwise sum."""
+    while values.shape[1] > 1:
+        odd = values[:, -1:] if values.shape[1] % 2 else None
+        values = combine(values[:, 0:-1:2], values[:, 1::2])
+        if odd is not None:
+            values = np.concatenate([values, odd], axis=1)
+    combined: np.ndarray = values[:, 0]
+    return combined
 
 
 def _uniform(count: int, generator: torch.Generator) -> np.ndarray:
     """``count`` float64 uniforms in ``[0, 1)`` from ``generator``, as a numpy array."""
     draw = torch.rand(count, dtype=torch.float64, generator=generator, device=generator.device)
-    return draw.cpu().numpy()
+    return draw.numpy() if draw.device.type == "cpu" else draw.cpu().numpy()
 
 
 def _on(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

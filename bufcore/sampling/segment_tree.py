@@ -5,7 +5,8 @@ children ``2i`` and ``2i + 1``, and the leaves are the nodes ``[size, 2 * size)`
 the capacity rounded up to a power of two (the padding leaves hold the neutral value, so any
 capacity works). :class:`SumTree` sums its leaves and finds the leaf where a prefix sum falls;
 :class:`MinTree` gives the smallest *positive* leaf (a zero leaf is an empty slot, as an item
-given priority 0 is in DI-engine's trees).
+given priority 0 is in DI-engine's trees); :class:`LeafMinimum` gives the same for a sum tree's
+leaves without a second tree (what the prioritized sampler uses; see its docstring).
 
 How it stays exact and fast:
 
@@ -18,14 +19,19 @@ How it stays exact and fast:
 - Every batch operation is a few whole-batch numpy operations per tree level, never a Python
   loop over items. At a batch of ~1,000 an operation costs about a microsecond, so the count of
   operations is the cost. An update walks the updated leaves' paths only through the levels
-  that have many more nodes than the batch (a gather of each child, one combine, one scatter
-  per level) and recomputes the levels above whole from strided slices, without index arrays.
-  A search takes one gather, one comparison and three in-place updates per level for the
-  whole batch, branch-free: a ``searchsorted`` over the top levels' cumulative sums was no
-  faster (its binary search mispredicts a branch per step on random targets), nor were 8-ary
-  nodes (numpy reduces along short axes slowly) or one array interleaving sums and minima.
-  numpy rather than torch: a torch operation on the CPU costs several microseconds at these
-  sizes.
+  that have many more nodes than the batch (per level: a shift, one gather of both children
+  through a complex128 view of the array, one combine, one scatter) and recomputes the levels
+  above whole from strided slices, without index arrays. A search takes one gather, one
+  comparison and three in-place updates per level for the whole batch, branch-free. Measured
+  no faster, in a loop of draws and updates at 1,000,000 leaves (not in a loop repeating one
+  call, whose cache and branch predictor flatter them): a ``searchsorted`` over the top ten
+  levels' cumulative sums (65 µs against the 55 µs of those levels: a mispredicted branch per
+  step on random targets), gathering the 8 leaves under a node as one 64-byte row to descend
+  3 levels per cache miss (slower: numpy copies 64-byte rows one ``memcpy`` at a time), 8-ary
+  nodes (numpy reduces along short axes slowly) and gathers into preallocated outputs
+  (``np.take(out=)`` is slower than indexing). The lower levels of a large tree cost 2-3x the
+  upper ones: they miss the cache. numpy rather than torch: a torch operation on the CPU costs
+  several microseconds at these sizes.
 
 The search returns, for each target ``x``, the leaf ``i`` with
 ``cumsum(leaves[:i]) <= x < cumsum(leaves[:i + 1])``, so a zero leaf is never returned. Where
@@ -58,6 +64,8 @@ _WHOLE_LEVEL = 4096
 # Leaves at most this many: capacities beyond any storage's rows are refused up front.
 MAX_LEAVES = 2**40
 _FLOAT_MAX = float(np.finfo(np.float64).max)
+# CPU tensors read straight through numpy (widening float32 is exact).
+_FAST_DTYPES = (torch.float64, torch.float32)
 
 
 def check_leaf_index(index: Any, count: int, argument: str = "index") -> np.ndarray:
@@ -109,11 +117,14 @@ def check_weights(values: Any, count: int, argument: str = "values") -> np.ndarr
         flat = values.reshape(-1)  # the fast paths: what the buffers and training loops pass
     elif (
         isinstance(values, torch.Tensor)
-        and values.dtype == torch.float64
+        and values.dtype in _FAST_DTYPES
         and values.device.type == "cpu"
         and values.ndim
     ):
-        flat = values.detach().reshape(-1).numpy()
+        plain = values.ndim == 1 and not values.requires_grad  # one call instead of three
+        flat = values.numpy() if plain else values.detach().reshape(-1).numpy()
+        if flat.dtype != np.float64:
+            flat = flat.astype(np.float64)  # a loss's float32 TD errors: exact in float64
     else:
         tensor = real_values(values, argument).detach()
         if tensor.ndim == 0:
@@ -123,9 +134,10 @@ def check_weights(values: Any, count: int, argument: str = "values") -> np.ndarr
         raise ValueError(
             f"{argument}: expected one value per index ({count}), got {len(flat)} values"
         )
-    bad = ~(np.isfinite(flat) & (flat >= 0))
-    if bad.any():
-        position = int(np.flatnonzero(bad)[0])
+    # Two reductions answer for every value (a NaN makes the minimum NaN); the mask only to
+    # name the first bad one.
+    if len(flat) and not (flat.min() >= 0 and flat.max() <= _FLOAT_MAX):
+        position = int(np.flatnonzero(~(np.isfinite(flat) & (flat >= 0)))[0])
         raise ValueError(
             f"{argument}: expected finite values >= 0, got {flat[position]} at position "
             f"{position}"
@@ -172,6 +184,9 @@ class SegmentTree(ABC):
         self._depth = (self.capacity - 1).bit_length()
         self._size = 1 << self._depth
         self._tree = np.full(2 * self._size, self._neutral, dtype=np.float64)
+        # The same memory as complex numbers: element k holds the children of node k (nodes 2k
+        # and 2k + 1), so one gather reads both.
+        self._pairs = self._tree.view(np.complex128)
         self._scratch: np.ndarray | None = None  # for last_writes, made on the first set
 
     def __len__(self) -> int:
@@ -211,9 +226,32 @@ class SegmentTree(ABC):
         stored: np.ndarray = self._tree[leaves + self._size]
         return stored
 
+    def _last_writes(self, leaves: np.ndarray) -> np.ndarray:
+        """:func:`last_writes` of int64 ``leaves`` in range, with the leaves themselves as the
+        scratch: a search that reached them left their memory in cache, where a separate
+        scratch array costs a cache miss per index. The leaves at ``leaves`` are left holding
+        positions: the caller sets them (:meth:`_set_checked` of the kept ones) or puts back
+        the values they held (:meth:`_put_back`)."""
+        if len(leaves) < 2:
+            return np.ones(len(leaves), dtype=bool)
+        node = leaves + self._size
+        order = np.arange(len(leaves), dtype=np.float64)
+        self._tree[node] = -1.0
+        np.maximum.at(self._tree, node, order)
+        kept: np.ndarray = self._tree[node] == order
+        return kept
+
+    def _put_back(self, leaves: np.ndarray, stored: np.ndarray) -> None:
+        """Give ``leaves`` back the stored values they held (undoes :meth:`_last_writes`)."""
+        self._tree[leaves + self._size] = stored
+
+    def _stored_leaves(self) -> np.ndarray:
+        """The stored leaves ``[capacity]``, a view (no copy)."""
+        return self._tree[self._size : self._size + self.capacity]
+
     def values(self) -> np.ndarray:
         """A copy of every leaf's value, ``[capacity]``."""
-        return self._shown(self._tree[self._size : self._size + self.capacity])
+        return self._shown(self._stored_leaves())
 
     def reduce(self, start: int = 0, end: int | None = None) -> float:
         """The combination of the leaves ``[start, end)`` (``end`` None: to the last leaf).
@@ -297,20 +335,16 @@ class SegmentTree(ABC):
         """Set distinct ``leaves`` to checked ``values`` and recompute their ancestors."""
         if len(leaves) == 0:
             return
-        tree, combine = self._tree, self._combine
+        tree, pairs, combine = self._tree, self._pairs, self._combine
         node = leaves + self._size
         tree[node] = self._stored(values)
         level = self._depth
         whole = max(_WHOLE_LEVEL, 2 * len(leaves))
-        child = np.empty_like(node)
         # Walk the paths while the parent level has many more nodes than the batch.
         while level > 0 and (1 << (level - 1)) > whole:
             node >>= 1
-            np.left_shift(node, 1, out=child)
-            combined = tree[child]
-            child += 1
-            combine(combined, tree[child], out=combined)
-            tree[node] = combined
+            children = pairs[node]
+            tree[node] = combine(children.real, children.imag)
             level -= 1
         self._recompute_levels(level)
 
@@ -431,3 +465,62 @@ class MinTree(SegmentTree):
     def minimum(self) -> float:
         """The smallest positive leaf (the root); ``inf`` when every leaf is zero."""
         return float(self._tree[1])
+
+
+class LeafMinimum:
+    """The smallest positive leaf of a :class:`SumTree`, kept from what each update replaces.
+
+    What :class:`~bufcore.sampling.prioritized.PrioritizedSampler` needs of a minimum is the
+    root of a :class:`MinTree`, and keeping that tree cost as much as the sum tree itself (a
+    second walk up every updated leaf's path, through memory the draw did not touch). This
+    keeps the minimum and how many leaves hold it instead: an update compares the values it
+    replaces and writes with it (a few whole-batch operations), and only when the last leaf
+    holding the minimum changes is the minimum found again by a scan of every leaf, at the next
+    read. The sampler updates the rows it drew, and a row is drawn in proportion to its weight,
+    so the lightest row is among ``batch`` draws with probability at most ``batch / rows``:
+    the scans cost O(batch) per update on average, the trees' O(batch * log rows) bound holds.
+    Updating the lightest row on purpose every time costs a scan each time.
+
+    Args:
+        tree: The tree whose leaves it follows (it must be told of every change to them).
+    """
+
+    def __init__(self, tree: SumTree) -> None:
+        self._tree = tree
+        self._value = math.inf
+        self._count = 0  # leaves holding _value; 0 with _scan set: unknown until the next scan
+        self._scan = False
+
+    def replaced(self, old: np.ndarray, new: np.ndarray) -> None:
+        """Distinct leaves that held ``old`` now hold ``new`` (the stored values)."""
+        if len(new) == 0:
+            return
+        if self._count:
+            self._count -= int(np.count_nonzero(old == self._value))
+        smallest = float(new.min())
+        if smallest <= 0:  # zero weights are empty slots, not the minimum
+            smallest = float(np.min(new, where=new > 0, initial=math.inf))
+        if smallest < self._value:
+            # Below every other positive leaf: the old minimum bounded them from below.
+            self._value, self._count, self._scan = smallest, 0, False
+        if smallest == self._value and smallest < math.inf:
+            # Every leaf holding it is counted: the others were counted before (or none are).
+            self._count += int(np.count_nonzero(new == smallest))
+            self._scan = False
+        elif self._count == 0 and self._value < math.inf:
+            self._scan = True  # the last leaf holding it changed: scan at the next read
+
+    def clear(self) -> None:
+        """Every leaf is 0 again."""
+        self._value, self._count, self._scan = math.inf, 0, False
+
+    @property
+    def value(self) -> float:
+        """The smallest positive leaf; ``inf`` when every leaf is 0."""
+        if self._scan:
+            leaves = self._tree._stored_leaves()
+            self._value = float(np.min(leaves, where=leaves > 0, initial=math.inf))
+            self._count = int(np.count_nonzero(leaves == self._value))
+            self._scan = False
+        return self._value
+

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from bufcore.sampling.segment_tree import MinTree, SumTree
+from bufcore.sampling.segment_tree import LeafMinimum, MinTree, SumTree
 
 VALUES = st.one_of(
     st.just(0.0),
@@ -32,13 +32,23 @@ class TreeMachine(RuleBasedStateMachine):
         self.capacity = capacity
         self.sums = SumTree(capacity)
         self.minima = MinTree(capacity)
+        self.minimum = LeafMinimum(self.sums)  # told what each update replaces, as the sampler does
         self.model = np.zeros(capacity)
+
+    def _follow(self, leaves: list[int], values: list[float]) -> None:
+        """Set ``leaves`` in the sum tree and tell the leaf minimum (distinct leaves, last
+        value each)."""
+        last = dict(zip(leaves, values, strict=True))
+        distinct = np.array(list(last), dtype=np.int64)
+        replaced = self.sums.values()[distinct]
+        self.sums.set(leaves, values)
+        self.minimum.replaced(replaced, np.array(list(last.values()), dtype=np.float64))
 
     @rule(data=st.data())
     def set_batch(self, data: st.DataObject) -> None:
         index = data.draw(st.lists(st.integers(0, self.capacity - 1), max_size=12))
         values = data.draw(st.lists(VALUES, min_size=len(index), max_size=len(index)))
-        self.sums.set(index, values)
+        self._follow(index, values)
         self.minima.set(index, values)
         for i, value in zip(index, values, strict=True):
             self.model[i] = value  # in order: the last write wins
@@ -47,7 +57,7 @@ class TreeMachine(RuleBasedStateMachine):
     def set_range(self, data: st.DataObject) -> None:
         start = data.draw(st.integers(0, self.capacity))
         values = data.draw(st.lists(VALUES, max_size=self.capacity - start))
-        self.sums.set_range(start, values)
+        self._follow(list(range(start, start + len(values))), values)
         self.minima.set_range(start, values)
         self.model[start : start + len(values)] = values
 
@@ -92,6 +102,10 @@ class TreeMachine(RuleBasedStateMachine):
         assert np.array_equal(self.minima.values(), self.model)
         positive = self.model[self.model > 0]
         assert self.minima.minimum == (positive.min() if len(positive) else math.inf)
+
+    @invariant()
+    def the_leaf_minimum_equals_the_min_trees_root(self) -> None:
+        assert self.minimum.value == self.minima.minimum
 
 
 TestTreeMachine = TreeMachine.TestCase

@@ -155,6 +155,24 @@ def test_an_update_leaving_nothing_to_draw_is_refused() -> None:
     assert sampler.priorities().tolist() == [0.0, 3.0]
 
 
+@pytest.mark.parametrize(
+    ("priority", "match"),
+    [([2.0, 5.0, 0.0], "every held row weight 0"), ([2.0, 5.0, 1e308], r"priority \*\* alpha")],
+)
+def test_a_refused_update_of_repeated_rows_leaves_the_trees_as_they_were(
+    priority: list[float], match: str
+) -> None:
+    # The update resolves repeated rows with the leaves as scratch; a refusal puts them back.
+    sampler = filled(3, [0.0, 3.0, 0.0], eps=0.0, alpha=1.0)
+    sums, minimum = sampler._trees()
+    before = sums._tree.copy()
+    with pytest.raises(ValueError, match=match):
+        sampler.update([1, 1, 1], priority)
+    assert np.array_equal(sums._tree, before)
+    assert minimum.value == 3.0
+    assert set(counts(sampler, 3, 1000).nonzero()[0].tolist()) == {1}
+
+
 def test_a_priority_whose_weight_overflows_is_refused() -> None:
     with pytest.raises(ValueError, match=r"priority \*\* alpha <="):
         filled(2, [1e308, 1.0], alpha=1.0)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bufcore.sampling.segment_tree import MinTree, SegmentTree, SumTree
+from bufcore.sampling.segment_tree import LeafMinimum, MinTree, SegmentTree, SumTree
 
 # REFERENCE §11.4: priorities [1, 2, 4, 0.5] at alpha 0.6.
 REFERENCE_WEIGHTS = [1.0, 1.5157, 2.2974, 0.6598]
@@ -184,3 +184,46 @@ def test_the_root_stays_the_sum_of_the_leaves_through_tiny_and_huge_updates() ->
     tree.rebuild()
     # Nodes are recomputed from their children, never adjusted: a rebuild changes nothing.
     assert np.array_equal(tree._tree, before)
+
+
+def _followed(values: list[float]) -> tuple[SumTree, LeafMinimum]:
+    tree = SumTree(len(values))
+    minimum = LeafMinimum(tree)
+    tree.set_range(0, values)
+    minimum.replaced(np.zeros(len(values)), np.array(values))
+    return tree, minimum
+
+
+def _update(tree: SumTree, minimum: LeafMinimum, leaves: list[int], values: list[float]) -> None:
+    replaced = tree.values()[leaves]
+    tree.set(leaves, values)
+    minimum.replaced(replaced, np.array(values))
+
+
+@pytest.mark.parametrize(
+    ("leaves", "values", "expected"),
+    [
+        ([0, 3], [5.0, 5.0], 3.0),  # both holders raised: the next lightest, by a scan
+        ([0, 3, 1], [9.0, 9.0, 9.0], 4.0),
+        ([1], [1.0], 1.0),  # a new lightest leaf
+        ([1], [0.0], 2.0),  # a leaf emptied: zero is no minimum
+        ([0, 3, 1, 2], [0.0] * 4, math.inf),  # every leaf emptied
+        ([2], [2.0], 2.0),  # a third holder of the minimum
+    ],
+)
+def test_the_leaf_minimum_follows_updates(
+    leaves: list[int], values: list[float], expected: float
+) -> None:
+    tree, minimum = _followed([2.0, 3.0, 4.0, 2.0])
+    _update(tree, minimum, leaves, values)
+    assert minimum.value == expected
+
+
+def test_the_leaf_minimum_counts_every_leaf_holding_it() -> None:
+    tree, minimum = _followed([2.0, 3.0, 4.0, 2.0])
+    _update(tree, minimum, [0], [6.0])  # one of two holders left: no scan needed
+    assert minimum.value == 2.0
+    _update(tree, minimum, [3], [7.0])
+    assert minimum.value == 3.0
+    minimum.clear()
+    assert minimum.value == math.inf

@@ -481,6 +481,9 @@ class LeafMinimum:
     the scans cost O(batch) per update on average, the trees' O(batch * log rows) bound holds.
     Updating the lightest row on purpose every time costs a scan each time.
 
+    Needed by (DESIGN rule 5): ``python -m bench --only prioritized`` (the update cost);
+    ``tests/property/test_segment_tree.py`` pins it to the :class:`MinTree`'s root.
+
     Args:
         tree: The tree whose leaves it follows (it must be told of every change to them).
     """

@@ -208,10 +208,13 @@ def make_demo(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[st
         (venv / stamp).touch()
     (venv / "bin" / "bufcore").write_text(f'#!/bin/sh\nexec {sys.executable} -m bufcore.cli "$@"\n')
     (venv / "bin" / "bufcore").chmod(0o755)
+    # As a user types it: not a sub-make of `make test` (whose MAKELEVEL would make the
+    # messages read "make[1]:").
+    top_level = {k: v for k, v in ENV.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     return subprocess.run(
         ["make", "--no-print-directory", "-f", str(REPO / "Makefile"), "demo", f"VENV={venv}",
          *arguments],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=top_level, capture_output=True, text=True, timeout=120,
     )
 
 

@@ -1,7 +1,8 @@
 """bufcore: replay buffers for PyTorch RL that you can look inside.
 
 Public surface: the buffer classes (DI-engine's ``NaiveReplayBuffer``, ``AdvancedReplayBuffer``
-and ``EpisodeReplayBuffer`` among them, with their ``IBuffer`` protocol) and the parts they are
+and ``EpisodeReplayBuffer`` among them, with their ``IBuffer`` protocol; RLinf's disk-backed
+``TrajectoryReplayBuffer`` and its ``Trajectory``) and the parts they are
 composed of (``Buffer``, the ``Sampler`` protocol and the samplers, ``PrioritizedSampler`` and
 its trees), the loaders, the EMD curriculum, the TD-error statistics and weights, and the
 errors bufcore raises on purpose. The subpackages hold the layers (README "Development").
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from bufcore.buffers.ding.episode import EpisodeReplayBuffer
     from bufcore.buffers.ding.naive import NaiveReplayBuffer
     from bufcore.buffers.ding.protocol import IBuffer
+    from bufcore.buffers.disk import TrajectoryReplayBuffer
     from bufcore.buffers.expert import TrajectoryDictBuffer
     from bufcore.buffers.motions import load_expert_trajectories
     from bufcore.buffers.online import TrajectoryDictBufferMultiDim
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from bufcore.sampling.segment_tree import MinTree, SumTree
     from bufcore.stats.td_ema import TDStatsEMA
     from bufcore.stats.td_weighting import TDWeighting, build_weights, compute_td_errors
+    from bufcore.storage.trajectories import Trajectory
 
 # Each public name and the module it lives in.
 _HOMES = {
@@ -88,6 +91,8 @@ _HOMES = {
     "TDWeighting": "bufcore.stats.td_weighting",
     "build_weights": "bufcore.stats.td_weighting",
     "compute_td_errors": "bufcore.stats.td_weighting",
+    "TrajectoryReplayBuffer": "bufcore.buffers.disk",
+    "Trajectory": "bufcore.storage.trajectories",
 }
 
 __all__ = [
@@ -113,8 +118,10 @@ __all__ = [
     "SumTree",
     "TDStatsEMA",
     "TDWeighting",
+    "Trajectory",
     "TrajectoryDictBuffer",
     "TrajectoryDictBufferMultiDim",
+    "TrajectoryReplayBuffer",
     "UniformRows",
     "WindowRequest",
     "ZBuffer",

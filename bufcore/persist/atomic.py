@@ -84,9 +84,20 @@ def staged_name(entry: str) -> str | None:
 
 def remove_stale_staging(parent: Path, name: str) -> None:
     """Remove staging entries for ``name`` in ``parent`` whose writer process is gone."""
+    for entry in stale_staging(parent, lambda staged: staged == name):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def stale_staging(parent: Path, wanted: Callable[[str], bool]) -> list[Path]:
+    """The staging entries in ``parent`` for names ``wanted(name)`` accepts whose writer
+    process is gone (a live writer's, this process's included, are left out)."""
+    found = []
     for entry in parent.iterdir():
         match = _STAGING.match(entry.name)
-        if not match or match["name"] != name:
+        if not match or not wanted(match["name"]):
             continue
         pid = int(match["pid"])
         if pid == os.getpid():
@@ -94,12 +105,10 @@ def remove_stale_staging(parent: Path, name: str) -> None:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
+            found.append(entry)
         except PermissionError:
             continue
+    return found
 
 
 def resolve_destination(path: str | os.PathLike[str]) -> Path:
@@ -130,11 +139,18 @@ def resolve_destination(path: str | os.PathLike[str]) -> Path:
     raise FileExistsError(f"path: {path} is a symbolic link loop; refusing to follow it")
 
 
-def publish_file(path: str | os.PathLike[str], write: Callable[[Path], None]) -> None:
+def publish_file(
+    path: str | os.PathLike[str], write: Callable[[Path], None], *, remove_stale: bool = True
+) -> None:
     """Run ``write(staging)`` to create a file beside ``path``, then rename it over ``path``.
 
     The file gets the usual umask-derived mode. Nothing is left behind when ``write`` raises.
     A symbolic link at ``path`` is written through (:func:`resolve_destination`).
+
+    ``remove_stale=False`` skips :func:`remove_stale_staging`, which scans the whole parent
+    directory: a writer that publishes many files into one directory (the disk trajectory
+    buffer) would pay for every file already there on each write, and removes dead writers'
+    leftovers by its own call instead (``bufcore.persist.rlinf.directory.orphans``).
 
     Raises:
         ValueError: ``path`` is empty (``""``).
@@ -148,7 +164,8 @@ def publish_file(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
         raise FileNotFoundError(f"path: directory {parent} does not exist")
     if destination.is_dir():
         raise IsADirectoryError(f"path: {destination} is a directory; refusing to replace it")
-    remove_stale_staging(parent, destination.name)
+    if remove_stale:
+        remove_stale_staging(parent, destination.name)
     # A fresh name rather than mkstemp: the writer creates the file (h5py insists), with the
     # usual umask-derived mode instead of mkstemp's private one.
     staging = parent / f"{_staging_prefix(destination)}{secrets.token_hex(8)}"

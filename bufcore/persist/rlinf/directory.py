@@ -1,0 +1,199 @@
+"""An RLinf buffer directory as a whole: opened and checked, saved as a checkpoint, cleaned.
+
+- :func:`open_directory` reads ``metadata.json`` and ``trajectory_index.json`` (bounded sizes,
+  no links followed, :mod:`bufcore.persist.rlinf.layout` parses them) and checks that every
+  file the index names is a regular file of the directory, not a symbolic link. What a file
+  holds is checked when it is read (:mod:`bufcore.persist.rlinf.payload`).
+- :func:`save_directory` publishes a checkpoint directory atomically (staged beside it and
+  swapped in, :func:`bufcore.persist.atomic.publish_directory`): trajectory files taken from
+  another directory are hard links where the file system allows (the files are never written
+  in place, only replaced by rename) and fsynced copies elsewhere.
+- :func:`orphans` lists what a crash or a clear leaves: trajectory files the index does not
+  name, and staging entries of writers that are gone.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bufcore.errors import CorruptCheckpointError
+from bufcore.persist.atomic import publish_directory, publish_file, staged_name, stale_staging
+from bufcore.persist.rlinf.layout import (
+    INDEX,
+    MAX_INDEX_BYTES,
+    MAX_METADATA_BYTES,
+    METADATA,
+    IndexEntry,
+    Metadata,
+    index_bytes,
+    is_trajectory_file_name,
+    metadata_bytes,
+    parse_index,
+    parse_metadata,
+)
+from bufcore.persist.rlinf.payload import check_pickle_allowed
+from bufcore.persist.snapshot import CheckpointSnapshot
+from bufcore.persist.syscalls import fsync_path
+
+
+@dataclass(frozen=True)
+class SavedDirectory:
+    """An opened buffer directory: its metadata and its index entries in id-list order."""
+
+    path: Path
+    metadata: Metadata
+    entries: list[IndexEntry]
+
+
+def holds_buffer(path: Path) -> bool:
+    """Whether ``path`` has a ``metadata.json`` or a ``trajectory_index.json``."""
+    return any(os.path.lexists(path / name) for name in (METADATA, INDEX))
+
+
+def open_directory(path: Path, *, allow_pickle: bool) -> SavedDirectory:
+    """Read and check the buffer directory ``path``.
+
+    Raises:
+        FileNotFoundError: ``path`` is no directory, or lacks ``metadata.json`` or
+            ``trajectory_index.json`` (RLinf's messages).
+        ValueError: the directory is in the ``pkl`` format and ``allow_pickle`` is False.
+        CorruptCheckpointError: either JSON file is a link, too large or malformed; or a file
+            the index names is missing, a symbolic link or not a regular file.
+    """
+    with CheckpointSnapshot(path) as snapshot:
+        if not snapshot.has(METADATA):
+            raise FileNotFoundError(f"Metadata not found at {path / METADATA}")
+        if not snapshot.has(INDEX):
+            raise FileNotFoundError(f"Trajectory index not found at {path / INDEX}")
+        metadata = parse_metadata(_read(snapshot, METADATA, MAX_METADATA_BYTES), path / METADATA)
+        check_pickle_allowed(metadata.trajectory_format, allow_pickle, str(path / METADATA))
+        raw_index = _read(snapshot, INDEX, MAX_INDEX_BYTES)
+        entries = parse_index(raw_index, path / INDEX, metadata.trajectory_format)
+        for entry in entries:
+            _check_member(snapshot, entry.file_name(metadata.trajectory_format))
+    return SavedDirectory(path, metadata, entries)
+
+
+def _read(snapshot: CheckpointSnapshot, name: str, limit: int) -> bytes:
+    fd = snapshot.open(name)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise CorruptCheckpointError(
+                snapshot.path / name, f"is {size} bytes; more than the {limit} read at most"
+            )
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _check_member(snapshot: CheckpointSnapshot, name: str) -> None:
+    """Refuse an indexed trajectory file that is missing, a link, or not a regular file."""
+    fd = snapshot.open(name, missing="the index names this trajectory file, which is missing")
+    os.close(fd)
+
+
+def publish_json(directory: Path, name: str, data: bytes) -> None:
+    """Replace ``directory/name`` by ``data`` atomically."""
+
+    def write(staging: Path) -> None:
+        staging.write_bytes(data)
+
+    publish_file(directory / name, write, remove_stale=False)
+
+
+def publish_index(directory: Path, entries: Sequence[IndexEntry], metadata: Metadata) -> None:
+    """Replace the index, then the metadata, of ``directory`` (each atomically). A crash in
+    between leaves metadata counts behind the index, which a load does not trust."""
+    publish_json(directory, INDEX, index_bytes(entries))
+    publish_json(directory, METADATA, metadata_bytes(metadata))
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Make ``target`` (which must not exist) a hard link to ``source``, or a copy of it
+    (fsynced) where the file system cannot link."""
+    try:
+        os.link(source, target, follow_symlinks=False)
+        return
+    except OSError as err:
+        if err.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES):
+            raise
+    shutil.copyfile(source, target, follow_symlinks=False)
+    fsync_path(target)
+
+
+def place_file(source: Path, target: Path) -> None:
+    """Put a link to (or copy of) ``source`` at ``target`` atomically, replacing what is
+    there."""
+    publish_file(target, lambda staging: link_or_copy(source, staging), remove_stale=False)
+
+
+def same_directory(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one existing directory."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def replaceable(path: Path) -> bool:
+    """Whether a save may replace the directory ``path``: it holds nothing but what a buffer
+    directory holds (the two JSON files, trajectory files, staging entries)."""
+    return all(
+        entry.name in (METADATA, INDEX)
+        or is_trajectory_file_name(entry.name)
+        or staged_name(entry.name) is not None
+        for entry in path.iterdir()
+    )
+
+
+def save_directory(
+    path: Path,
+    entries: Sequence[IndexEntry],
+    metadata: Metadata,
+    write_file: Callable[[IndexEntry, Path], None],
+) -> None:
+    """Publish a buffer directory at ``path`` holding ``entries``: ``write_file(entry,
+    target)`` creates each trajectory file (fsynced), then the index and metadata follow.
+
+    Raises:
+        FileExistsError: ``path`` exists and holds anything a buffer directory does not.
+    """
+
+    def fill(staging: Path) -> None:
+        for entry in entries:
+            write_file(entry, staging / entry.file_name(metadata.trajectory_format))
+        for name, data in ((INDEX, index_bytes(entries)), (METADATA, metadata_bytes(metadata))):
+            (staging / name).write_bytes(data)
+            fsync_path(staging / name)
+
+    publish_directory(path, fill, replaceable=replaceable, kind="buffer directory")
+
+
+def orphans(directory: Path, named: Iterable[str]) -> list[Path]:
+    """Trajectory files of ``directory`` that ``named`` leaves out, and staging entries of
+    trajectory or JSON files whose writer is gone, sorted."""
+    keep = set(named)
+    found = [
+        entry
+        for entry in directory.iterdir()
+        if is_trajectory_file_name(entry.name) and entry.name not in keep
+    ]
+    found += stale_staging(
+        directory, lambda name: name in (METADATA, INDEX) or is_trajectory_file_name(name)
+    )
+    return sorted(found)
+
+
+def remove_files(paths: Iterable[Path]) -> None:
+    """Delete ``paths`` (files; one already gone counts as deleted)."""
+    for path in paths:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,138 @@
+"""The disk trajectory store: one buffer directory, written by one FIFO thread, read on demand.
+
+:class:`TrajectoryStore` is the storage half of the disk trajectory buffer (the window sampler
+is the other, DESIGN §1). It owns its directory (RLinf's ``auto_save_path``) and a
+:class:`~bufcore.persist.rlinf.writer.FifoWriter`; the buffer hands it trajectories, index
+snapshots and clean-ups, in the order they must reach the disk:
+
+- :meth:`TrajectoryStore.put` queues a trajectory file, :meth:`TrajectoryStore.adopt` a link
+  to (or copy of) a file of another directory (a loaded checkpoint's), and
+  :meth:`TrajectoryStore.publish` the index then the metadata of a snapshot taken by the
+  buffer after queueing the files it names: files reach the disk before any index naming them.
+- :meth:`TrajectoryStore.read` returns a trajectory file's content, first waiting for its
+  write when that is still queued (RLinf raises ``FileNotFoundError`` or reads a partial file
+  there, REFERENCE §9.5).
+- :meth:`TrajectoryStore.remove` queues deletions, run after the index that stopped naming
+  the files.
+
+A failure of a queued job is kept until the buffer takes it (:meth:`TrajectoryStore.take_failure`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bufcore.persist.rlinf.directory import (
+    orphans,
+    place_file,
+    publish_index,
+    remove_files,
+)
+from bufcore.persist.rlinf.layout import Format, IndexEntry, Metadata
+from bufcore.persist.rlinf.payload import publish_trajectory, read_trajectory
+from bufcore.persist.rlinf.writer import FifoWriter
+
+
+class TrajectoryStore:
+    """A buffer directory and its writer thread; see the module docstring.
+
+    Args:
+        directory: The directory (created with its parents if missing).
+        trajectory_format: The format of the files written (``"pt"`` or ``"pkl"``).
+        allow_pickle: Whether ``pkl`` files may be read.
+    """
+
+    def __init__(self, directory: Path, trajectory_format: Format, *, allow_pickle: bool) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.trajectory_format: Format = trajectory_format
+        self.allow_pickle = allow_pickle
+        self._writer = FifoWriter(f"bufcore-trajectory-writer:{directory}")
+        self._pending: dict[str, int] = {}  # file name -> the ticket that writes it
+
+    def put(self, entry: IndexEntry, data: dict[str, Any], nbytes: int) -> None:
+        """Queue the file of ``entry`` holding ``data`` (``nbytes`` of tensors)."""
+        target = self.directory / entry.file_name(self.trajectory_format)
+        fmt = self.trajectory_format
+        self._queued(
+            target.name,
+            self._writer.submit(
+                lambda: publish_trajectory(target, data, fmt), nbytes=nbytes,
+                tag=entry.trajectory_id,
+            ),
+        )
+
+    def adopt(self, source: Path, entry: IndexEntry) -> None:
+        """Queue a link to (or copy of) ``entry``'s file in ``source`` into this directory."""
+        name = entry.file_name(self.trajectory_format)
+        self._queued(
+            name,
+            self._writer.submit(
+                lambda: place_file(source / name, self.directory / name), tag=entry.trajectory_id
+            ),
+        )
+
+    def publish(self, entries: Sequence[IndexEntry], metadata: Metadata) -> None:
+        """Queue the index of ``entries`` (a snapshot the caller no longer changes) and
+        ``metadata``, after every file queued so far."""
+        directory = self.directory
+        self._writer.submit(lambda: publish_index(directory, entries, metadata), latest_only=True)
+
+    def remove(self, names: Sequence[str]) -> None:
+        """Queue the deletion of these files of the directory."""
+        paths = [self.directory / name for name in names]
+        self._writer.submit(lambda: remove_files(paths))
+
+    def read(self, entry: IndexEntry) -> Any:
+        """The content of ``entry``'s file, once its queued write (if any) has run.
+
+        Raises:
+            ValueError: the ``pkl`` format without ``allow_pickle``.
+            CorruptCheckpointError: the file is missing or damaged (see
+                :func:`bufcore.persist.rlinf.payload.read_trajectory`).
+        """
+        name = entry.file_name(self.trajectory_format)
+        ticket = self._pending.get(name)
+        if ticket is not None:
+            self._writer.wait(ticket)
+        return read_trajectory(
+            self.directory, name, self.trajectory_format, allow_pickle=self.allow_pickle
+        )
+
+    def flush(self) -> None:
+        """Wait for every queued job."""
+        self._writer.flush()
+        self._pending.clear()
+
+    def take_failure(self) -> tuple[BaseException, list[int]] | None:
+        """The first failed job since the last call and the ids whose files never made it
+        (see :meth:`bufcore.persist.rlinf.writer.FifoWriter.take_failure`)."""
+        return self._writer.take_failure()
+
+    def close(self, *, wait: bool = True) -> None:
+        """Let the thread finish the queue and stop; with ``wait``, block until it has."""
+        self._writer.close(wait=wait)
+        if wait:
+            self._pending.clear()
+
+    def orphans(self, named: Sequence[str]) -> list[Path]:
+        """Files of the directory no index entry names (call after :meth:`flush`)."""
+        return orphans(self.directory, named)
+
+    @property
+    def pending_bytes(self) -> int:
+        """Payload bytes still queued."""
+        return self._writer.pending_bytes
+
+    def _queued(self, name: str, ticket: int) -> None:
+        """Record that ``name`` is written by ``ticket``; forget the writes already done."""
+        done = self._writer.done
+        while self._pending:
+            first = next(iter(self._pending))
+            if self._pending[first] > done:
+                break
+            del self._pending[first]
+        self._pending.pop(name, None)  # re-inserted last: the dict stays in ticket order
+        self._pending[name] = ticket

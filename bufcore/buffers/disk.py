@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -537,7 +538,9 @@ class TrajectoryReplayBuffer:
         """Replace this buffer's trajectories by those of the directory ``load_path`` (RLinf's
         or bufcore's layout), or by this rank's contiguous share of them.
 
-        The index is trusted over metadata.json's counts. The seed and format come from the
+        The index is trusted over metadata.json's counts; trajectories it names whose files
+        are absent (RLinf's checkpoints hold only the cached or last sampled ones) are left
+        out with a ``RuntimeWarning``. The seed and format come from the
         metadata (the sample stream restarts from that seed, as RLinf's does). The cache (or,
         without ``auto_save``, the buffer's memory) is filled with the newest trajectories;
         with ``auto_save`` into another directory, every loaded file is linked (or copied)
@@ -581,6 +584,17 @@ class TrajectoryReplayBuffer:
             start = rank * share + min(rank, extra)
             entries = entries[start : start + share + (rank < extra)]
             next_id += rank
+        if saved.absent:
+            kept = [e for e in entries if e.trajectory_id not in saved.absent]
+            if len(kept) < len(entries):
+                warnings.warn(
+                    f"{path}: the index names {len(entries) - len(kept)} trajectories whose files "
+                    "are not there (RLinf's checkpoints hold files only for cached or last "
+                    "sampled trajectories); they are left out",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            entries = kept
         if store is None:
             window = self.sample_window_size
             entries = entries[-window:] if window else entries

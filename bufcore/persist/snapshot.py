@@ -78,12 +78,15 @@ class CheckpointSnapshot:
 
     def has(self, name: str) -> bool:
         """Whether the directory has an entry ``name`` (of any kind; links not followed)."""
+        return self.lstat(name) is not None
+
+    def lstat(self, name: str) -> os.stat_result | None:
+        """The status of the entry ``name`` itself (a link is not followed); None if absent."""
         check_member_name(name, self.path)
         try:
-            os.stat(name, dir_fd=self._fd, follow_symlinks=False)
+            return os.stat(name, dir_fd=self._fd, follow_symlinks=False)
         except FileNotFoundError:
-            return False
-        return True
+            return None
 
     def open(
         self,

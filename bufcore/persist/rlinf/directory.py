@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,11 +44,21 @@ from bufcore.persist.syscalls import fsync_path
 
 @dataclass(frozen=True)
 class SavedDirectory:
-    """An opened buffer directory: its metadata and its index entries in id-list order."""
+    """An opened buffer directory.
+
+    Attributes:
+        path: The directory.
+        metadata: Its metadata.json.
+        entries: Every index entry, in id-list order.
+        absent: The ids of ``entries`` whose file is not in the directory (RLinf's
+            checkpoints index trajectories they hold no file for: without ``auto_save`` only
+            the cached ones are written, with it only the last sampled window).
+    """
 
     path: Path
     metadata: Metadata
     entries: list[IndexEntry]
+    absent: frozenset[int]
 
 
 def holds_buffer(path: Path) -> bool:
@@ -56,14 +67,14 @@ def holds_buffer(path: Path) -> bool:
 
 
 def open_directory(path: Path, *, allow_pickle: bool) -> SavedDirectory:
-    """Read and check the buffer directory ``path``.
+    """Read and check the buffer directory ``path`` (see :class:`SavedDirectory`).
 
     Raises:
         FileNotFoundError: ``path`` is no directory, or lacks ``metadata.json`` or
             ``trajectory_index.json`` (RLinf's messages).
         ValueError: the directory is in the ``pkl`` format and ``allow_pickle`` is False.
         CorruptCheckpointError: either JSON file is a link, too large or malformed; or a file
-            the index names is missing, a symbolic link or not a regular file.
+            the index names is a symbolic link or anything but a regular file.
     """
     with CheckpointSnapshot(path) as snapshot:
         if not snapshot.has(METADATA):
@@ -74,9 +85,12 @@ def open_directory(path: Path, *, allow_pickle: bool) -> SavedDirectory:
         check_pickle_allowed(metadata.trajectory_format, allow_pickle, str(path / METADATA))
         raw_index = _read(snapshot, INDEX, MAX_INDEX_BYTES)
         entries = parse_index(raw_index, path / INDEX, metadata.trajectory_format)
-        for entry in entries:
-            _check_member(snapshot, entry.file_name(metadata.trajectory_format))
-    return SavedDirectory(path, metadata, entries)
+        absent = frozenset(
+            entry.trajectory_id
+            for entry in entries
+            if not _is_member(snapshot, entry.file_name(metadata.trajectory_format))
+        )
+    return SavedDirectory(path, metadata, entries, absent)
 
 
 def _read(snapshot: CheckpointSnapshot, name: str, limit: int) -> bytes:
@@ -95,10 +109,22 @@ def _read(snapshot: CheckpointSnapshot, name: str, limit: int) -> bytes:
         os.close(fd)
 
 
-def _check_member(snapshot: CheckpointSnapshot, name: str) -> None:
-    """Refuse an indexed trajectory file that is missing, a link, or not a regular file."""
-    fd = snapshot.open(name, missing="the index names this trajectory file, which is missing")
-    os.close(fd)
+def _is_member(snapshot: CheckpointSnapshot, name: str) -> bool:
+    """Whether the indexed trajectory file ``name`` is there (False: absent).
+
+    Raises:
+        CorruptCheckpointError: it is a symbolic link or anything but a regular file.
+    """
+    status = snapshot.lstat(name)
+    if status is None:
+        return False
+    if stat.S_ISLNK(status.st_mode):
+        raise CorruptCheckpointError(
+            snapshot.path / name, "is a symbolic link; only the directory's own files are read"
+        )
+    if not stat.S_ISREG(status.st_mode):
+        raise CorruptCheckpointError(snapshot.path / name, "is not a regular file")
+    return True
 
 
 def publish_json(directory: Path, name: str, data: bytes) -> None:

@@ -75,6 +75,7 @@ from bufcore.storage.trajectories import (
 from bufcore.storage.trajectory_cache import TrajectoryCache
 from bufcore.tree import KeyPath, LeafSpec, Spec, unflatten
 
+
 class TrajectoryReplayBuffer:
     """RLinf's trajectory replay buffer: ``[T, B, ...]`` trajectories in, single rows out.
 
@@ -363,8 +364,9 @@ class TrajectoryReplayBuffer:
             return cached
         # Without auto_save every trajectory held is cached, so there is a store here.
         store = cast(TrajectoryStore, self._store)
+        store.wait(entry)
+        self._raise_failure()  # its write may have failed
         data = store.read(entry)
-        self._raise_failure()
         where = store.directory / entry.file_name(self._format)
         return _checked_rows(entry, data, where, self._spec).rows
 

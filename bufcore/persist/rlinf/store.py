@@ -85,6 +85,13 @@ class TrajectoryStore:
         paths = [self.directory / name for name in names]
         self._writer.submit(lambda: remove_files(paths))
 
+    def wait(self, entry: IndexEntry) -> None:
+        """Block until the queued write of ``entry``'s file, if any, has finished (whether it
+        succeeded is for :meth:`take_failure` to say)."""
+        ticket = self._pending.get(entry.file_name(self.trajectory_format))
+        if ticket is not None:
+            self._writer.wait(ticket)
+
     def read(self, entry: IndexEntry) -> Any:
         """The content of ``entry``'s file, once its queued write (if any) has run.
 
@@ -93,10 +100,8 @@ class TrajectoryStore:
             CorruptCheckpointError: the file is missing or damaged (see
                 :func:`bufcore.persist.rlinf.payload.read_trajectory`).
         """
+        self.wait(entry)
         name = entry.file_name(self.trajectory_format)
-        ticket = self._pending.get(name)
-        if ticket is not None:
-            self._writer.wait(ticket)
         return read_trajectory(
             self.directory, name, self.trajectory_format, allow_pickle=self.allow_pickle
         )

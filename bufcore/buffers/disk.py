@@ -31,7 +31,6 @@ never touched.
 
 from __future__ import annotations
 
-import itertools
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -132,7 +131,11 @@ class TrajectoryReplayBuffer:
         self._cache = self._new_cache()
         self._generator = make_generator(torch.device("cpu"), seed)
         self.seed: int = self._generator.initial_seed() if seed is None else seed
-        self._entries: dict[int, IndexEntry] = {}  # in id-list order (oldest first)
+        # The index: every entry by id, and in id-list order (oldest first). The list is only
+        # appended to; any other change makes a new list, so that an index queued for writing
+        # is the list as it was plus a length (O(1) per add, not a copy of the index).
+        self._entries: dict[int, IndexEntry] = {}
+        self._order: list[IndexEntry] = []
         self._total_samples = 0
         self._next_id = 0
         self._id_stride = 1
@@ -273,18 +276,34 @@ class TrajectoryReplayBuffer:
             self._remember(entry, rows.rows)
             self._next_id += self._id_stride
         if store is not None:
-            store.publish(tuple(self._entries.values()), self._metadata())
+            self._publish(store)
 
     def _remember(self, entry: IndexEntry, rows: Mapping[KeyPath, torch.Tensor]) -> None:
         """Index ``entry`` and cache its rows; in memory-only mode the trajectory the cache
         evicts leaves the buffer."""
         self._entries[entry.trajectory_id] = entry
+        self._order.append(entry)
         self._total_samples += entry.num_samples
         self._version += 1
         if self._cache is not None:
             evicted = self._cache.put(entry.trajectory_id, rows, entry.num_samples)
             if evicted is not None and self._store is None:
-                self._total_samples -= self._entries.pop(evicted).num_samples
+                self._forget({evicted})
+
+    def _forget(self, ids: set[int]) -> None:
+        """Drop ``ids`` from the index (and the cache)."""
+        for trajectory_id in ids:
+            entry = self._entries.pop(trajectory_id, None)
+            if entry is not None:
+                self._total_samples -= entry.num_samples
+            if self._cache is not None:
+                self._cache.discard(trajectory_id)
+        self._order = [e for e in self._order if e.trajectory_id not in ids]
+        self._version += 1
+
+    def _publish(self, store: TrajectoryStore) -> None:
+        """Queue the index as it is now, and the metadata, after the files queued so far."""
+        store.publish(self._order, len(self._order), self._metadata())
 
     # ------------------------------------------------------------------ sampling
     def sample(self, num_chunks: int) -> dict[str, Any]:
@@ -314,9 +333,8 @@ class TrajectoryReplayBuffer:
 
     def _newest(self, count: int) -> list[tuple[int, int]]:
         """The newest ``count`` trajectories (all for 0) as ``(id, rows)``, oldest first."""
-        entries = reversed(self._entries.values())
-        chosen = list(itertools.islice(entries, count) if count else entries)
-        return [(e.trajectory_id, e.num_samples) for e in reversed(chosen)]
+        chosen = self._order[-count:] if count else self._order
+        return [(e.trajectory_id, e.num_samples) for e in chosen]
 
     def _window_slots(self, window: ChunkWindow) -> torch.Tensor:
         """The cache slot of each trajectory of ``window`` (-1: not cached)."""
@@ -402,14 +420,8 @@ class TrajectoryReplayBuffer:
         if store is None or failure is None:
             return
         error, lost = failure
-        for trajectory_id in lost:
-            entry = self._entries.pop(trajectory_id, None)
-            if entry is not None:
-                self._total_samples -= entry.num_samples
-                if self._cache is not None:
-                    self._cache.discard(trajectory_id)
-        self._version += 1
-        store.publish(tuple(self._entries.values()), self._metadata())
+        self._forget(set(lost))
+        self._publish(store)
         add_note = getattr(error, "add_note", None)  # Python 3.11+
         if lost and add_note is not None:
             add_note(f"bufcore: trajectories {sorted(lost)} were not written and left the buffer")
@@ -447,14 +459,14 @@ class TrajectoryReplayBuffer:
         """
         self._raise_failure()
         self._check_owned()
-        names = [entry.file_name(self._format) for entry in self._entries.values()]
-        self._entries.clear()
+        names = [entry.file_name(self._format) for entry in self._order]
+        self._entries, self._order = {}, []
         self._total_samples = 0
         self._version += 1
         if self._cache is not None:
             self._cache.clear()
         if self._store is not None:
-            self._store.publish((), self._metadata())
+            self._publish(self._store)
             self._store.remove(names)
 
     def clear_cache(self) -> None:
@@ -483,7 +495,7 @@ class TrajectoryReplayBuffer:
         if self._store is None:
             raise ValueError("remove_orphan_files: the buffer has no auto_save_path")
         self.flush()
-        found = self._store.orphans([e.file_name(self._format) for e in self._entries.values()])
+        found = self._store.orphans([e.file_name(self._format) for e in self._order])
         self._store.remove([path.name for path in found])
         self._store.flush()
         self._raise_failure()
@@ -504,13 +516,13 @@ class TrajectoryReplayBuffer:
         """
         path = check_path(save_path, "save_path")
         self.flush()
-        entries = tuple(self._entries.values())
+        entries = tuple(self._order)
         metadata = self._metadata()
         store, fmt = self._store, self._format
         if store is not None:
             if same_directory(path, store.directory):
                 self._check_owned()
-                store.publish(entries, metadata)
+                self._publish(store)
                 self.flush()
                 return
             source = store.directory
@@ -604,6 +616,7 @@ class TrajectoryReplayBuffer:
         # Everything is read and checked: only now does the buffer change.
         self._format = saved.metadata.trajectory_format
         self._entries = {e.trajectory_id: e for e in entries}
+        self._order = list(entries)
         self._total_samples = sum(e.num_samples for e in entries)
         self._next_id, self._id_stride = next_id, ranks if sharded else 1
         self._cache, self._spec = cache, spec
@@ -614,10 +627,10 @@ class TrajectoryReplayBuffer:
         self.seed = self._generator.initial_seed() if seed is None else seed
         if store is not None:
             store.trajectory_format = self._format
-            if not in_place:
+            if not in_place:  # in place, the directory already says all this
                 for entry in entries:
                     store.adopt(path, entry)
-            store.publish(tuple(self._entries.values()), self._metadata())
+                self._publish(store)
 
     def _loaded_cache(
         self, saved: SavedDirectory, entries: Sequence[IndexEntry]

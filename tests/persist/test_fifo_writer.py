@@ -131,3 +131,15 @@ def test_a_closed_writer_starts_again_on_the_next_job() -> None:
 def test_the_byte_bound_must_be_positive(bound: int) -> None:
     with pytest.raises(ValueError, match="max_pending_bytes"):
         FifoWriter("w", max_pending_bytes=bound)
+
+
+def test_latest_only_jobs_still_run_once_per_interval_under_a_steady_stream() -> None:
+    writer = FifoWriter("w", latest_every_s=0.05)
+    ran: list[int] = []
+    for number in range(40):
+        writer.submit(lambda: time.sleep(0.01))  # a file write
+        writer.submit(lambda n=number: ran.append(n), latest_only=True)
+    writer.flush()
+    writer.close()
+    assert ran[-1] == 39
+    assert 3 <= len(ran) < 40

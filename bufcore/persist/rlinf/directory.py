@@ -62,8 +62,9 @@ class SavedDirectory:
 
 
 def holds_buffer(path: Path) -> bool:
-    """Whether ``path`` has a ``metadata.json`` or a ``trajectory_index.json``."""
-    return any(os.path.lexists(path / name) for name in (METADATA, INDEX))
+    """Whether ``path`` has a ``trajectory_index.json`` (a ``metadata.json`` alone is what a
+    writer killed before its first index leaves: it commits nothing)."""
+    return os.path.lexists(path / INDEX)
 
 
 def open_directory(path: Path, *, allow_pickle: bool) -> SavedDirectory:
@@ -137,10 +138,15 @@ def publish_json(directory: Path, name: str, data: bytes) -> None:
 
 
 def publish_index(directory: Path, entries: Sequence[IndexEntry], metadata: Metadata) -> None:
-    """Replace the index, then the metadata, of ``directory`` (each atomically). A crash in
-    between leaves metadata counts behind the index, which a load does not trust."""
-    publish_json(directory, INDEX, index_bytes(entries))
+    """Replace the metadata, then the index, of ``directory`` (each atomically).
+
+    The index is the commit point: it is published after the files it names and after the
+    metadata, so a directory with an index always has a metadata.json too. A crash in between
+    leaves metadata counts ahead of the index, which a load does not trust (it counts the
+    index, and gives out ids past both).
+    """
     publish_json(directory, METADATA, metadata_bytes(metadata))
+    publish_json(directory, INDEX, index_bytes(entries))
 
 
 def link_or_copy(source: Path, target: Path) -> None:
@@ -197,7 +203,7 @@ def save_directory(
     def fill(staging: Path) -> None:
         for entry in entries:
             write_file(entry, staging / entry.file_name(metadata.trajectory_format))
-        for name, data in ((INDEX, index_bytes(entries)), (METADATA, metadata_bytes(metadata))):
+        for name, data in ((METADATA, metadata_bytes(metadata)), (INDEX, index_bytes(entries))):
             (staging / name).write_bytes(data)
             fsync_path(staging / name)
 

@@ -14,7 +14,8 @@ strict where RLinf trusts the file: every entry is checked (types, ``num_samples
 ``shape[0] * shape[1]``, the id list naming each indexed id once), and a weights id that would
 make the file name a path (``/``, NUL) is refused, so an index cannot name a file outside its
 directory. The counts of ``metadata.json`` are not trusted (REFERENCE §9.7 bug 10): a loader
-recomputes them from the index, which is published after the files it names.
+recomputes them from the index, which is published after the files it names and after the
+metadata (the index is the commit point).
 """
 
 from __future__ import annotations

@@ -74,11 +74,14 @@ class TrajectoryStore:
             ),
         )
 
-    def publish(self, entries: Sequence[IndexEntry], metadata: Metadata) -> None:
-        """Queue the index of ``entries`` (a snapshot the caller no longer changes) and
-        ``metadata``, after every file queued so far."""
+    def publish(self, log: list[IndexEntry], count: int, metadata: Metadata) -> None:
+        """Queue the index of the first ``count`` entries of ``log`` and ``metadata``, after
+        every file queued so far. The caller may append to ``log`` meanwhile but never changes
+        its first ``count`` entries (it makes a new list instead)."""
         directory = self.directory
-        self._writer.submit(lambda: publish_index(directory, entries, metadata), latest_only=True)
+        self._writer.submit(
+            lambda: publish_index(directory, log[:count], metadata), latest_only=True
+        )
 
     def remove(self, names: Sequence[str]) -> None:
         """Queue the deletion of these files of the directory."""

@@ -13,7 +13,9 @@ time, in submission order, on one daemon thread started on the first job:
   completed. So an index queued after a failed file is never published, and the owner learns
   exactly which trajectories did not reach the disk.
 - A job marked ``latest_only`` (an index publish) is skipped when a later such job is already
-  queued: the later one publishes a newer index after the same files and more.
+  queued, unless none has run for ``latest_every_s``: the later one publishes a newer index
+  after the same files and more, and under a steady stream of adds an index still reaches the
+  disk at least that often (skipping every one would leave files no index names).
 - Queued jobs may hold at most ``max_pending_bytes`` of payload: :meth:`FifoWriter.submit`
   blocks beyond that (a writer slower than its producer bounds memory instead of growing it).
 - At interpreter exit, every live writer runs what is queued (an ``atexit`` hook), so a
@@ -21,7 +23,10 @@ time, in submission order, on one daemon thread started on the first job:
 
 Needed by (DESIGN rule 5): the thread and FIFO order, ``tests/persist/test_fifo_writer.py``
 and ``tests/buffers/rlinf/test_crash_safety.py`` (the index names only complete files);
-the drop-after-failure and the tags, ``tests/buffers/rlinf/test_writer_failures.py``; the byte
+the drop-after-failure and the tags, ``tests/buffers/rlinf/test_writer_failures.py``; the
+skipping and its interval, ``tests/persist/test_fifo_writer.py::test_a_latest_only_job_is_
+skipped_when_a_later_one_is_queued`` and ``::test_latest_only_jobs_still_run_once_per_interval_
+under_a_steady_stream``; the byte
 bound, ``tests/persist/test_fifo_writer.py::test_submit_blocks_while_the_queued_bytes_exceed_
 the_bound``; the exit hook, ``tests/buffers/rlinf/test_disk_buffer.py::test_a_process_ending_
 without_close_leaves_every_queued_trajectory_on_disk``.
@@ -32,14 +37,16 @@ from __future__ import annotations
 import atexit
 import sys
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bufcore.checks import check_int
+from bufcore.checks import check_int, check_real
 
 DEFAULT_PENDING_BYTES = 256 << 20
+DEFAULT_LATEST_EVERY_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -57,15 +64,24 @@ class FifoWriter:
     Args:
         name: The thread's name.
         max_pending_bytes: The payload bytes queued jobs may hold before :meth:`submit` waits.
+        latest_every_s: The longest a ``latest_only`` job is skipped for a later one.
 
     Raises:
         TypeError: ``max_pending_bytes`` is not an int.
-        ValueError: ``max_pending_bytes < 1``.
+        ValueError: ``max_pending_bytes < 1`` or ``latest_every_s < 0``.
     """
 
-    def __init__(self, name: str, *, max_pending_bytes: int = DEFAULT_PENDING_BYTES) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        max_pending_bytes: int = DEFAULT_PENDING_BYTES,
+        latest_every_s: float = DEFAULT_LATEST_EVERY_S,
+    ) -> None:
         self.name = name
         self.max_pending_bytes = check_int(max_pending_bytes, "max_pending_bytes", minimum=1)
+        self.latest_every_s = check_real(latest_every_s, "latest_every_s", minimum=0.0)
+        self._latest_ran = -float("inf")  # the first one is never skipped
         self._cond = threading.Condition()
         self._queue: deque[_Job] = deque()
         self._issued = 0  # the last ticket handed out
@@ -176,9 +192,15 @@ class FifoWriter:
                 if self._failure is not None:  # the line is stopped: drop it
                     self._finish(job, lost=True)
                     continue
-                skip = job.latest_only and self._latest_queued > 0
+                skip = (
+                    job.latest_only
+                    and self._latest_queued > 0
+                    and time.monotonic() - self._latest_ran < self.latest_every_s
+                )
             failure: BaseException | None = None
             if not skip:
+                if job.latest_only:
+                    self._latest_ran = -float("inf")  # the first one is never skipped
                 try:
                     job.run()
                 except BaseException as err:  # handed to the owner by take_failure

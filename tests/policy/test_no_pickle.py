@@ -1,4 +1,10 @@
-"""Nothing on disk is read with pickle (DESIGN §3): every checkpoint kind loads with it disabled."""
+"""Nothing on disk is read with pickle (DESIGN §3): every checkpoint kind loads with it disabled.
+
+One exception, tested here: RLinf's ``pkl`` trajectory format, read by one call in
+``bufcore/persist/rlinf/payload.py`` and only for a caller who passed ``allow_pickle=True``.
+``torch.load(weights_only=True)`` (RLinf's ``pt`` format) is no unpickling reader: it reads
+tensors and plain containers only.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +28,11 @@ from bufcore import (
     DictBuffer,
     EpisodeReplayBuffer,
     NaiveReplayBuffer,
+    TrajectoryReplayBuffer,
     ZBuffer,
     load_buffer,
 )
+from tests.buffers.rlinf.rlinf_data import sampled_ids, trajectory, write_rlinf_directory
 
 BUFCORE = Path(bufcore.__file__).parent
 BFM_TARGET = "humanoidverse.agents.buffers.transition.DictBuffer"
@@ -53,6 +61,12 @@ def disable_unpickling(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             raise attempt("pickle.Unpickler")
 
     real_np_load = np.load
+    real_torch_load = torch.load
+
+    def torch_load(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("weights_only") is not True:
+            raise attempt("torch.load")
+        return real_torch_load(*args, **kwargs)
 
     def np_load(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("allow_pickle"):
@@ -62,7 +76,7 @@ def disable_unpickling(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(pickle, "load", refuse("pickle.load"))
     monkeypatch.setattr(pickle, "loads", refuse("pickle.loads"))
     monkeypatch.setattr(pickle, "Unpickler", RefusedUnpickler)
-    monkeypatch.setattr(torch, "load", refuse("torch.load"))
+    monkeypatch.setattr(torch, "load", torch_load)
     monkeypatch.setattr(torch.serialization, "load", refuse("torch.serialization.load"))
     monkeypatch.setattr(np, "load", np_load)
     return attempts
@@ -246,6 +260,60 @@ def test_every_checkpoint_kind_loads_with_unpickling_disabled(
     assert attempts == []
 
 
+def test_weights_only_torch_loads_stay_allowed_when_unpickling_is_disabled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    buffer = io.BytesIO()
+    torch.save({"x": torch.ones(2)}, buffer)
+    attempts = disable_unpickling(monkeypatch)
+    buffer.seek(0)
+    assert torch.equal(torch.load(buffer, weights_only=True)["x"], torch.ones(2))
+    assert attempts == []
+
+
+@pytest.mark.parametrize("writer", ["bufcore", "rlinf-layout"])
+def test_an_rlinf_buffer_directory_loads_with_unpickling_disabled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    if writer == "bufcore":
+        saved = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path / "d"))
+        saved.add_trajectories([trajectory(i) for i in range(3)])
+        saved.close()
+    else:
+        write_rlinf_directory(tmp_path / "d", [trajectory(i) for i in range(3)])
+    attempts = disable_unpickling(monkeypatch)
+    loaded = TrajectoryReplayBuffer(cache_size=1, sample_window_size=0)
+    loaded.load_checkpoint(tmp_path / "d")
+    assert set(sampled_ids(loaded.sample(300))) == {0, 1, 2}
+    assert attempts == []
+
+
+def pickle_directory(path: Path) -> None:
+    saved = TrajectoryReplayBuffer(trajectory_format="pkl", allow_pickle=True)
+    saved.add_trajectories([trajectory(0)])
+    saved.save_checkpoint(path)
+
+
+def test_a_pkl_directory_is_refused_before_anything_is_unpickled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pickle_directory(tmp_path / "d")
+    attempts = disable_unpickling(monkeypatch)
+    with pytest.raises(ValueError, match="reading a pickle file runs any code it holds"):
+        TrajectoryReplayBuffer().load_checkpoint(tmp_path / "d")
+    assert attempts == []
+
+
+def test_the_one_unpickling_call_is_reached_only_with_allow_pickle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pickle_directory(tmp_path / "d")
+    attempts = disable_unpickling(monkeypatch)
+    with pytest.raises(UnpicklingAttempted):
+        TrajectoryReplayBuffer(allow_pickle=True).load_checkpoint(tmp_path / "d")
+    assert attempts == ["pickle.load"]
+
+
 # ------------------------------------------------------------------ static check
 UNPICKLERS = {
     "pickle.load",
@@ -354,8 +422,15 @@ def test_the_static_check_accepts_a_safe_call(source: str) -> None:
     assert unpickling_calls(source) == []
 
 
+# The one unpickling call bufcore makes, and where: RLinf's pkl format, behind allow_pickle=True
+# (test_the_one_unpickling_call_is_reached_only_with_allow_pickle).
+OPTED_IN = {"persist/rlinf/payload.py": ["pickle.load"]}
+
+
 @pytest.mark.parametrize(
     "module", sorted(BUFCORE.rglob("*.py")), ids=lambda p: str(p.relative_to(BUFCORE))
 )
 def test_no_bufcore_module_calls_an_unpickling_loader(module: Path) -> None:
-    assert unpickling_calls(module.read_text(encoding="utf-8"), str(module)) == []
+    found = unpickling_calls(module.read_text(encoding="utf-8"), str(module))
+    expected = OPTED_IN.get(str(module.relative_to(BUFCORE)), [])
+    assert [call.rsplit(" ", 1)[1] for call in found] == expected

@@ -79,16 +79,18 @@ def test_taking_a_failure_drops_the_jobs_still_queued() -> None:
 
 
 def test_a_latest_only_job_is_skipped_when_a_later_one_is_queued() -> None:
-    writer = FifoWriter("w")
+    writer = FifoWriter("w", latest_every_s=GUARD_S)
     gate = threading.Event()
     ran: list[str] = []
+    writer.submit(lambda: ran.append("index 0"), latest_only=True)  # the first always runs
+    writer.flush()
     writer.submit(lambda: gate.wait(GUARD_S))
     writer.submit(lambda: ran.append("index 1"), latest_only=True)
     writer.submit(lambda: ran.append("file"))
     writer.submit(lambda: ran.append("index 2"), latest_only=True)
     gate.set()
     writer.flush()
-    assert ran == ["file", "index 2"]
+    assert ran == ["index 0", "file", "index 2"]
     writer.close()
 
 

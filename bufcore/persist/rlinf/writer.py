@@ -200,7 +200,7 @@ class FifoWriter:
             failure: BaseException | None = None
             if not skip:
                 if job.latest_only:
-                    self._latest_ran = -float("inf")  # the first one is never skipped
+                    self._latest_ran = time.monotonic()
                 try:
                     job.run()
                 except BaseException as err:  # handed to the owner by take_failure

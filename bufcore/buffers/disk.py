@@ -347,8 +347,10 @@ class TrajectoryReplayBuffer:
     def _gather(
         self, window: ChunkWindow, draw: ChunkDraw, spec: Spec
     ) -> dict[KeyPath, torch.Tensor]:
-        """The drawn rows, from the cache where it holds them and from disk otherwise (each
-        trajectory read once per call)."""
+        """The drawn rows, from the cache where it holds them and from disk otherwise: each
+        trajectory read once per call, its rows taken and the rest dropped before the next is
+        read (RLinf reads every missing trajectory and concatenates them all first, so one
+        sample could hold the whole window in memory)."""
         slot = self._window_slots(window)[draw.position]
         hit = slot >= 0
         cache = self._cache
@@ -363,14 +365,15 @@ class TrajectoryReplayBuffer:
             for path, leaf in out.items():
                 leaf.index_copy_(0, where, cache.buffers[path].index_select(0, rows))
         missing = (~hit).nonzero().squeeze(1)
-        positions, inverse = torch.unique(draw.position[missing], return_inverse=True)
-        loaded = [self._rows_of(self._entries[window.ids[k]]) for k in positions.tolist()]
-        counts = torch.tensor([next(iter(rows.values())).shape[0] for rows in loaded])
-        starts = torch.cumsum(counts, 0) - counts
-        rows = starts[inverse] + draw.local[missing]
-        for path, leaf in out.items():
-            joined = torch.cat([part[path] for part in loaded])
-            leaf.index_copy_(0, missing, joined.index_select(0, rows))
+        order = torch.argsort(draw.position[missing], stable=True)
+        missing = missing[order]  # output rows grouped by trajectory
+        positions, counts = torch.unique_consecutive(draw.position[missing], return_counts=True)
+        groups = torch.split(missing, counts.tolist())
+        for position, where in zip(positions.tolist(), groups, strict=True):
+            read = self._rows_of(self._entries[window.ids[position]])
+            local = draw.local[where]
+            for path, leaf in out.items():
+                leaf.index_copy_(0, where, read[path].index_select(0, local))
         return out
 
     # ------------------------------------------------------------------ reading files

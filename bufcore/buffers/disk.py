@@ -181,18 +181,22 @@ class TrajectoryReplayBuffer:
 
     @property
     def enable_cache(self) -> bool:
+        """Whether a cache was asked for (it exists with ``auto_save`` and ``cache_size > 0``)."""
         return self._enable_cache
 
     @property
     def cache_size(self) -> int:
+        """Trajectories the cache holds at most, with ``auto_save``."""
         return self._cache_size
 
     @property
     def sample_window_size(self) -> int:
+        """Samples come from the newest this many trajectories (0: all)."""
         return self._sampler.window_size
 
     @property
     def auto_save(self) -> bool:
+        """Whether every trajectory is written to :attr:`auto_save_path` as it is added."""
         return self._auto_save
 
     @property
@@ -247,7 +251,7 @@ class TrajectoryReplayBuffer:
             rows = trajectory_rows(trajectory, where)
             if rows is None:
                 continue
-            trajectory_file_name(0, trajectory.model_weights_id, self._format)
+            trajectory_file_name(2**63, trajectory.model_weights_id, self._format)  # longest id
             if spec is None:
                 spec = rows.spec
             else:
@@ -270,9 +274,8 @@ class TrajectoryReplayBuffer:
                 model_weights_id=trajectory.model_weights_id,
             )
             if store is not None:
-                copy = detached(trajectory)
-                nbytes = sum(t.nbytes for t in _tensors(payload(copy)))
-                store.put(entry, payload(copy), nbytes)
+                data = payload(detached(trajectory))  # the caller may change its tensors later
+                store.put(entry, data, sum(t.nbytes for t in _tensors(data)))
             self._remember(entry, rows.rows)
             self._next_id += self._id_stride
         if store is not None:

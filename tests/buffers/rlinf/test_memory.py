@@ -30,7 +30,7 @@ def live_tensor_bytes() -> int:
         warnings.simplefilter("ignore")
         tensors = [item for item in gc.get_objects() if isinstance(item, torch.Tensor)]
     for tensor in tensors:
-        if tensor.device.type == "cpu":
+        if tensor.device.type == "cpu" and tensor.layout == torch.strided and not tensor.is_nested:
             storage = tensor.untyped_storage()
             storages[storage.data_ptr()] = storage.nbytes()
     return sum(storages.values())

@@ -51,6 +51,7 @@ from bufcore.persist.rlinf.directory import (
     save_directory,
 )
 from bufcore.persist.rlinf.layout import (
+    METADATA,
     Format,
     IndexEntry,
     Metadata,
@@ -73,6 +74,10 @@ from bufcore.storage.trajectories import (
 )
 from bufcore.storage.trajectory_cache import TrajectoryCache
 from bufcore.tree import KeyPath, LeafSpec, Spec, unflatten
+
+# RLinf's defaults, also what ``bufcore inspect`` assumes for a directory's buffer.
+DEFAULT_CACHE_SIZE = 5
+DEFAULT_WINDOW = 100
 
 
 class TrajectoryReplayBuffer:
@@ -103,8 +108,8 @@ class TrajectoryReplayBuffer:
         self,
         seed: int | None = 1234,
         enable_cache: bool = True,
-        cache_size: int = 5,
-        sample_window_size: int = 100,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        sample_window_size: int = DEFAULT_WINDOW,
         auto_save: bool = False,
         auto_save_path: str | os.PathLike[str] = "",
         trajectory_format: str = "pt",
@@ -596,7 +601,10 @@ class TrajectoryReplayBuffer:
                 "other ranks' trajectories from it; give each rank its own auto_save_path"
             )
         self.flush()
-        saved = open_directory(path, allow_pickle=self._allow_pickle)
+        saved = open_directory(path)
+        check_pickle_allowed(
+            saved.metadata.trajectory_format, self._allow_pickle, str(path / METADATA)
+        )
         entries = saved.entries
         next_id = max([saved.metadata.trajectory_counter] + [e.trajectory_id + 1 for e in entries])
         if sharded:

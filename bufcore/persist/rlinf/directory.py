@@ -37,7 +37,6 @@ from bufcore.persist.rlinf.layout import (
     parse_index,
     parse_metadata,
 )
-from bufcore.persist.rlinf.payload import check_pickle_allowed
 from bufcore.persist.snapshot import CheckpointSnapshot
 from bufcore.persist.syscalls import fsync_path
 
@@ -53,12 +52,14 @@ class SavedDirectory:
         absent: The ids of ``entries`` whose file is not in the directory (RLinf's
             checkpoints index trajectories they hold no file for: without ``auto_save`` only
             the cached ones are written, with it only the last sampled window).
+        file_bytes: The size of the indexed files that are there.
     """
 
     path: Path
     metadata: Metadata
     entries: list[IndexEntry]
     absent: frozenset[int]
+    file_bytes: int
 
 
 def holds_buffer(path: Path) -> bool:
@@ -67,13 +68,14 @@ def holds_buffer(path: Path) -> bool:
     return os.path.lexists(path / INDEX)
 
 
-def open_directory(path: Path, *, allow_pickle: bool) -> SavedDirectory:
-    """Read and check the buffer directory ``path`` (see :class:`SavedDirectory`).
+def open_directory(path: Path) -> SavedDirectory:
+    """Read and check the buffer directory ``path`` (see :class:`SavedDirectory`); no
+    trajectory file is read (a loader checks the format may be read:
+    :func:`bufcore.persist.rlinf.payload.check_pickle_allowed`).
 
     Raises:
         FileNotFoundError: ``path`` is no directory, or lacks ``metadata.json`` or
             ``trajectory_index.json`` (RLinf's messages).
-        ValueError: the directory is in the ``pkl`` format and ``allow_pickle`` is False.
         CorruptCheckpointError: either JSON file is a link, too large or malformed; or a file
             the index names is a symbolic link or anything but a regular file.
     """
@@ -83,15 +85,15 @@ def open_directory(path: Path, *, allow_pickle: bool) -> SavedDirectory:
         if not snapshot.has(INDEX):
             raise FileNotFoundError(f"Trajectory index not found at {path / INDEX}")
         metadata = parse_metadata(_read(snapshot, METADATA, MAX_METADATA_BYTES), path / METADATA)
-        check_pickle_allowed(metadata.trajectory_format, allow_pickle, str(path / METADATA))
         raw_index = _read(snapshot, INDEX, MAX_INDEX_BYTES)
         entries = parse_index(raw_index, path / INDEX, metadata.trajectory_format)
-        absent = frozenset(
-            entry.trajectory_id
+        sizes = {
+            entry.trajectory_id: _member_size(snapshot, entry.file_name(metadata.trajectory_format))
             for entry in entries
-            if not _is_member(snapshot, entry.file_name(metadata.trajectory_format))
-        )
-    return SavedDirectory(path, metadata, entries, absent)
+        }
+    absent = frozenset(i for i, size in sizes.items() if size is None)
+    file_bytes = sum(size for size in sizes.values() if size is not None)
+    return SavedDirectory(path, metadata, entries, absent, file_bytes)
 
 
 def _read(snapshot: CheckpointSnapshot, name: str, limit: int) -> bytes:
@@ -110,22 +112,22 @@ def _read(snapshot: CheckpointSnapshot, name: str, limit: int) -> bytes:
         os.close(fd)
 
 
-def _is_member(snapshot: CheckpointSnapshot, name: str) -> bool:
-    """Whether the indexed trajectory file ``name`` is there (False: absent).
+def _member_size(snapshot: CheckpointSnapshot, name: str) -> int | None:
+    """The size of the indexed trajectory file ``name``, None when it is absent.
 
     Raises:
         CorruptCheckpointError: it is a symbolic link or anything but a regular file.
     """
     status = snapshot.lstat(name)
     if status is None:
-        return False
+        return None
     if stat.S_ISLNK(status.st_mode):
         raise CorruptCheckpointError(
             snapshot.path / name, "is a symbolic link; only the directory's own files are read"
         )
     if not stat.S_ISREG(status.st_mode):
         raise CorruptCheckpointError(snapshot.path / name, "is not a regular file")
-    return True
+    return status.st_size
 
 
 def publish_json(directory: Path, name: str, data: bytes) -> None:

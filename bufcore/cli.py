@@ -52,13 +52,16 @@ INSPECT_DESCRIPTION = """Summarize PATH without loading it (only metadata is rea
   - a run directory (metrics.jsonl, checkpoint/run.json, checkpoint/buffers/<name>/) or its
     checkpoint/ directory: the log's records, last step and the lines it skipped, the run's
     step, curriculum rounds and TD-EMA state, then every buffer;
-  - a BFM-Zero work directory (checkpoint/buffers/<name>/; other files are ignored).
+  - a BFM-Zero work directory (checkpoint/buffers/<name>/; other files are ignored);
+  - an RLinf buffer directory (metadata.json + trajectory_index.json): trajectories, samples,
+    format, shapes, what RLinf's default window and cache would hold, absent and orphan files.
 """
 INSPECT_EXAMPLES = """examples:
   bufcore inspect runs/exp1                          a run: log, run.json, every buffer
   bufcore inspect runs/exp1/checkpoint/buffers/train one buffer checkpoint
   bufcore inspect workdir --verify                   a BFM-Zero work directory; hash payloads
   bufcore inspect runs/exp1 --json | jq .buffers     machine-readable
+  bufcore inspect replay_buffer/rank_0               an RLinf buffer directory
 
 exit status: 0 on success, 1 when PATH is missing, damaged or not one of these directories
 (one line on stderr naming the file), 2 for a usage error.

@@ -9,6 +9,8 @@ tool that looks inside bufcore's files never reaches into a private module:
   :func:`is_buffer_checkpoint`);
   :func:`buffer_dirs` lists a run checkpoint's buffers; :func:`inspect_path` summarizes all of
   a path (stopping at the first damaged file), :func:`render` and :func:`to_json` lay that out.
+  An RLinf buffer directory (:func:`is_rlinf_directory`) is summarized by
+  :func:`summarize_rlinf_directory` (an :class:`RLinfSummary`, from its JSON files only).
 - **Summaries** (metadata only, never rows): :func:`summarize_checkpoint` for a buffer
   checkpoint (with a :class:`DingSummary` for DI-engine's buffers),
   :func:`summarize_run_checkpoint` for ``run.json``, :func:`summarize_metrics` for
@@ -50,9 +52,16 @@ from bufcore.persist.run_checkpoint import (
     read_run_state,
 )
 from bufcore.runs.leaf_read import read_leaf
+from bufcore.runs.rlinf_summary import (
+    IdSpan,
+    RLinfSummary,
+    is_rlinf_directory,
+    summarize_rlinf_directory,
+)
 from bufcore.runs.sources import (
     BFM_ZERO_WORKDIR,
     BUFFER_CHECKPOINT,
+    RLINF_DIRECTORY,
     RUN_CHECKPOINT,
     RUN_DIRECTORY,
     Inspection,
@@ -102,6 +111,7 @@ __all__ = [
     "HISTORY_DIR",
     "METRICS_FILE",
     "PRIORITY_MODES",
+    "RLINF_DIRECTORY",
     "RUN_CHECKPOINT",
     "RUN_DIRECTORY",
     "RUN_STATE",
@@ -110,10 +120,12 @@ __all__ = [
     "CheckpointSummary",
     "CurriculumSummary",
     "DingSummary",
+    "IdSpan",
     "Inspection",
     "KeyPath",
     "MetricsSummary",
     "PrioritySummary",
+    "RLinfSummary",
     "RunCheckpointSummary",
     "SamplerSummary",
     "SpecRow",
@@ -129,6 +141,7 @@ __all__ = [
     "human_bytes",
     "inspect_path",
     "is_buffer_checkpoint",
+    "is_rlinf_directory",
     "options_from_state",
     "owning_run",
     "read_leaf",
@@ -139,6 +152,7 @@ __all__ = [
     "start_counts",
     "summarize_checkpoint",
     "summarize_metrics",
+    "summarize_rlinf_directory",
     "summarize_run_checkpoint",
     "summarize_train_status",
     "to_json",

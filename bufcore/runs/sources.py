@@ -7,7 +7,10 @@ A path may be (checked in this order):
 - a run checkpoint directory (``run.json`` and/or ``buffers/<name>/``);
 - a run directory (``metrics.jsonl`` and/or ``checkpoint/``), or a BFM-Zero work directory
   (``checkpoint/buffers/<name>/`` beside BFM-Zero's own ``config.json`` files,
-  ``train_status.json`` and ``model/``; other files ignored).
+  ``train_status.json`` and ``model/``; other files ignored);
+- an RLinf buffer directory (``metadata.json`` and ``trajectory_index.json``), summarized by
+  :mod:`bufcore.runs.rlinf_summary` (for :func:`inspect_path` only: it is no source kind the
+  dashboard lists, yet).
 
 Everything is read through :mod:`bufcore.runs.summary` (no rows are read); this module only
 looks at which entries exist (and whether a config.json names a buffer's ``__target__``).
@@ -33,6 +36,12 @@ from bufcore.persist.run_checkpoint import (
     RUN_STATE,
     TRAIN_STATUS,
 )
+from bufcore.runs.rlinf_summary import (
+    IdSpan,
+    RLinfSummary,
+    is_rlinf_directory,
+    summarize_rlinf_directory,
+)
 from bufcore.runs.summary import (
     CheckpointSummary,
     MetricsSummary,
@@ -49,10 +58,12 @@ BUFFER_CHECKPOINT = "buffer checkpoint"
 RUN_CHECKPOINT = "run checkpoint"
 RUN_DIRECTORY = "run directory"
 BFM_ZERO_WORKDIR = "BFM-Zero work directory"
+RLINF_DIRECTORY = "RLinf buffer directory"
 _WHAT = (
     "expected a buffer checkpoint (config.json), a run directory (metrics.jsonl or "
-    "checkpoint/), a run checkpoint (run.json or buffers/) or a BFM-Zero work directory "
-    "(checkpoint/buffers/)"
+    "checkpoint/), a run checkpoint (run.json or buffers/), a BFM-Zero work directory "
+    "(checkpoint/buffers/) or an RLinf buffer directory (metadata.json and "
+    "trajectory_index.json)"
 )
 
 
@@ -69,6 +80,8 @@ class Inspection:
         metrics: metrics.jsonl's summary, or None when there is none.
         train_status: BFM-Zero's ``checkpoint/train_status.json`` (the env step it saved
             at), or None when there is none.
+        rlinf: An RLinf buffer directory's summary (kind ``"RLinf buffer directory"``), or
+            None.
     """
 
     path: Path
@@ -77,6 +90,7 @@ class Inspection:
     run: RunCheckpointSummary | None = None
     metrics: MetricsSummary | None = None
     train_status: TrainStatusSummary | None = None
+    rlinf: RLinfSummary | None = None
 
 
 def inspect_path(path: str | os.PathLike[str], *, verify: bool = False) -> Inspection:
@@ -102,6 +116,8 @@ def inspect_path(path: str | os.PathLike[str], *, verify: bool = False) -> Inspe
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory; {_WHAT}")
     kind = source_kind(root)
+    if kind is None and is_rlinf_directory(root):
+        return Inspection(root, RLINF_DIRECTORY, (), rlinf=summarize_rlinf_directory(root))
     if kind is None:
         raise ValueError(f"{root}: {_WHAT}")
     if kind == BUFFER_CHECKPOINT:
@@ -127,7 +143,9 @@ def source_kind(path: Path) -> str | None:
 
     Returns:
         :data:`BUFFER_CHECKPOINT`, :data:`RUN_CHECKPOINT`, :data:`RUN_DIRECTORY`,
-        :data:`BFM_ZERO_WORKDIR`, or None when it is none of them (or not a directory).
+        :data:`BFM_ZERO_WORKDIR`, or None when it is none of them (or not a directory). An
+        RLinf buffer directory is none of these sources (the dashboard does not list it);
+        :func:`inspect_path` recognises it by :func:`is_rlinf_directory`.
     """
     if not path.is_dir():
         return None
@@ -214,6 +232,8 @@ def render(inspection: Inspection) -> list[str]:
     """The inspection as text lines: a header, then the run, its log and each buffer."""
     if inspection.kind == BUFFER_CHECKPOINT:
         return _buffer_lines(*inspection.buffers[0])
+    if inspection.rlinf is not None:
+        return _rlinf_lines(inspection.rlinf)
     lines = [f"{inspection.kind}: {inspection.path}"]
     if inspection.metrics is not None:
         lines += _metrics_lines(inspection.metrics)
@@ -334,6 +354,39 @@ def _buffer_lines(name: str, s: CheckpointSummary) -> list[str]:
                 f"{s.sampler.steps} draws, beta now {s.sampler.beta:.4g}",
             )
         )
+    return lines
+
+
+def _rlinf_lines(s: RLinfSummary) -> list[str]:
+    def span(size: int, part: IdSpan | None) -> str:
+        held = "nothing" if part is None else (
+            f"ids {part.first}..{part.last}, {part.count} trajectories, {part.rows} samples")
+        return f"{size} (RLinf's default; the loading buffer's option decides): {held}"
+
+    weights = ", ".join(repr(w) for w in s.weights_ids)
+    if s.weights_count > len(s.weights_ids):
+        weights += f", ... {s.weights_count} in all"
+    shapes = "none" if s.steps is None or s.envs is None else (
+        f"T {s.steps[0]}..{s.steps[1]} x B {s.envs[0]}..{s.envs[1]}")
+    lines = [
+        f"{RLINF_DIRECTORY}: {s.path}",
+        _field("format", f"{s.trajectory_format} (seed {s.seed}, next id {s.trajectory_counter})"),
+        _field("index", f"{s.trajectories} trajectories, {s.samples} samples; {shapes}; "
+                        f"{human_bytes(s.file_bytes)} of files"),
+        _field("weights", weights or "none"),
+        _field("window", span(s.window_size, s.window)),
+        _field("cache", span(s.cache_size, s.cache)),
+    ]
+    if (s.trajectories, s.samples) != s.metadata_counts:
+        size, total = s.metadata_counts
+        lines.append(_field("metadata", f"says {size} trajectories, {total} samples; loads "
+                                        "count the index"))
+    if s.absent:
+        lines.append(_field("absent", f"{s.absent} indexed trajectories have no file "
+                                      "(loads leave them out)"))
+    if s.orphans:
+        lines.append(_field("orphans", f"{s.orphans} files the index does not name "
+                                       "(remove_orphan_files() removes them)"))
     return lines
 
 

@@ -15,6 +15,7 @@ import torch
 from bufcore import Trajectory, TrajectoryReplayBuffer
 from bufcore.tree import LeafSpec
 from tests.buffers.rlinf.rlinf_data import assert_consistent, sampled_ids, trajectory
+from tests.support import DEVICES
 
 MODES = ["memory", "disk"]
 
@@ -307,3 +308,22 @@ def test_a_process_ending_without_close_leaves_every_queued_trajectory_on_disk(
     loaded.load_checkpoint(tmp_path)
     assert len(loaded) == 30
     assert set(sampled_ids(loaded.sample(5000))) == set(range(30))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", MODES)
+def test_trajectories_on_any_device_are_stored_and_sampled_on_the_cpu(
+    mode: str, device: str, tmp_path: Path
+) -> None:
+    rb = buffer(mode, tmp_path, enable_cache=False)
+    original = trajectory(3)
+    on_device = Trajectory(**{
+        name: value.to(device) if isinstance(value, torch.Tensor) else value
+        for name, value in vars(original).items()
+    })
+    on_device.curr_obs = {"state": original.curr_obs["state"].to(device)}
+    on_device.next_obs = {"state": original.next_obs["state"].to(device)}
+    rb.add_trajectories([on_device])
+    batch = rb.sample(40)
+    assert batch["rewards"].device == torch.device("cpu")
+    assert_consistent(batch)

@@ -24,7 +24,6 @@ are not None); :func:`from_payload` checks such a dict read back from a file.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -308,7 +307,3 @@ def from_rows(
         node[path[-1]] = value
     return trajectory
 
-
-def row_bytes(spec: Spec) -> int:
-    """Bytes of one row over every leaf."""
-    return sum(math.prod(leaf.shape) * leaf.dtype.itemsize for leaf in spec.values())

@@ -53,10 +53,6 @@ class TrajectoryCache:
     def __contains__(self, trajectory_id: object) -> bool:
         return trajectory_id in self.cache
 
-    def ids(self) -> list[int]:
-        """The cached ids, oldest first."""
-        return list(self.cache)
-
     def put(
         self, trajectory_id: int, rows: Mapping[KeyPath, torch.Tensor], count: int
     ) -> int | None:
@@ -111,10 +107,6 @@ class TrajectoryCache:
         start = slot * self.slot_length
         end = start + self._counts[trajectory_id]
         return {path: buffer[start:end] for path, buffer in self.buffers.items()}
-
-    def count(self, trajectory_id: int) -> int:
-        """Rows cached for ``trajectory_id`` (which must be cached)."""
-        return self._counts[trajectory_id]
 
     def discard(self, trajectory_id: int) -> None:
         """Forget ``trajectory_id`` (its slot is reused in turn); nothing if it is not cached."""

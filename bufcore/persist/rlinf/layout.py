@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -236,7 +236,3 @@ def _entry(field: Field, trajectory_format: Format) -> IndexEntry:
         raise field.error(str(err)) from err
     return entry
 
-
-def total_rows(entries: Sequence[IndexEntry]) -> int:
-    """Rows over ``entries``."""
-    return sum(entry.num_samples for entry in entries)

@@ -129,11 +129,6 @@ class TrajectoryStore:
         """Files of the directory no index entry names (call after :meth:`flush`)."""
         return orphans(self.directory, named)
 
-    @property
-    def pending_bytes(self) -> int:
-        """Payload bytes still queued."""
-        return self._writer.pending_bytes
-
     def _queued(self, name: str, ticket: int) -> None:
         """Record that ``name`` is written by ``ticket``; forget the writes already done."""
         done = self._writer.done

@@ -10,6 +10,12 @@
   in place, only replaced by rename) and fsynced copies elsewhere.
 - :func:`orphans` lists what a crash or a clear leaves: trajectory files the index does not
   name, and staging entries of writers that are gone.
+
+Needed by (DESIGN rule 5): hard links, ``tests/buffers/rlinf/test_checkpoints.py::test_
+checkpoint_files_are_hard_links_of_the_auto_saved_ones``; the copy where linking fails,
+``tests/persist/test_rlinf_directory.py::test_a_file_is_copied_where_the_file_system_cannot_
+link``; the size bounds on the JSON files, ``tests/buffers/rlinf/test_hostile_dirs.py::test_
+oversized_metadata_is_refused_before_it_is_read``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ Reading never runs code from the file unless the caller opted in (DESIGN §3):
 - ``pkl``: read only with ``allow_pickle=True`` (``pickle.load`` runs whatever the file holds);
   otherwise :func:`check_pickle_allowed` raises before the file is opened. This is the one
   unpickling call in bufcore, and ``tests/policy/test_no_pickle.py`` pins it to this module.
+
+Needed by (DESIGN rule 5): the link and file-kind refusals and the archive checks,
+``tests/buffers/rlinf/test_hostile_dirs.py`` (symbolic links, FIFOs, raw pickles, truncated
+files, compressed members); the weights-only load, ``::test_a_pt_file_holding_a_pickle_
+payload_is_refused_without_running_it``.
 """
 
 from __future__ import annotations

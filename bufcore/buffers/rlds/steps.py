@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from bufcore.storage.leaves import leaf_tensor
@@ -223,7 +224,7 @@ def _stacked(steps: Mapping[str, Any], where: str) -> dict[KeyPath, torch.Tensor
         TypeError: a leaf that is not numeric.
     """
     columns = {
-        path: leaf_tensor(value, 1, where=f"{where}{format_key_path(path)}").cpu()
+        path: _tensor(value, 1, f"{where}{format_key_path(path)}")
         for path, value in _features(steps, where).items()
     }
     lengths = {len(column) for column in columns.values()}
@@ -248,7 +249,7 @@ def _stepwise(steps: Iterable[Any], where: str) -> dict[KeyPath, torch.Tensor] |
         if not isinstance(step, Mapping):
             raise TypeError(f"{here}: expected a step dict, got {type(step).__name__}")
         leaves = {
-            path: leaf_tensor(value, 0, where=f"{here}{format_key_path(path)}").cpu()
+            path: _tensor(value, 0, f"{here}{format_key_path(path)}")
             for path, value in _features(step, here).items()
         }
         if not rows:
@@ -266,6 +267,21 @@ def _stepwise(steps: Iterable[Any], where: str) -> dict[KeyPath, torch.Tensor] |
     if not rows:
         return None
     return _as_flags({path: torch.stack(values) for path, values in rows.items()}, where)
+
+
+def _tensor(value: Any, time_axes: int, where: str) -> torch.Tensor:
+    """A leaf as a CPU tensor; numpy scalars (``np.bool_``, what indexing an array gives) and
+    0-d arrays too, which :func:`bufcore.tree.to_tensor` would give one axis (through
+    ``np.ascontiguousarray``).
+
+    Raises:
+        TypeError: not numeric.
+        ValueError: fewer than ``time_axes`` axes.
+    """
+    numpy_scalar = isinstance(value, np.generic | np.ndarray) and value.ndim == 0
+    if numpy_scalar and value.dtype.kind in "biuf":
+        value = torch.from_numpy(np.array(value))
+    return leaf_tensor(value, time_axes, where=where).cpu()
 
 
 def _as_flags(columns: dict[KeyPath, torch.Tensor], where: str) -> dict[KeyPath, torch.Tensor]:

@@ -239,7 +239,8 @@ def test_a_step_missing_a_feature_gets_the_references_message() -> None:
 def test_a_step_dict_missing_a_feature_names_the_step() -> None:
     steps = stepwise(stacked([True, False], [False, True], [False, False]))
     del steps[1]["discount"]
-    with pytest.raises(ValueError, match=r"Invalid RLDS step spec.*\(rlds_data\[0\]\['steps'\]\[1\]\)"):
+    where = r"\(rlds_data\[0\]\['steps'\]\[1\]\)"
+    with pytest.raises(ValueError, match=f"Invalid RLDS step spec.*{where}"):
         convert_rlds_to_trajectories([{"steps": steps}])
 
 

@@ -175,7 +175,8 @@ def test_a_dict_buffer_has_no_spec_before_its_first_extend() -> None:
 
 def test_a_dict_buffers_spec_is_each_leafs_row_shape_and_dtype() -> None:
     buffer = DictBuffer(capacity=2)
-    buffer.extend({"obs": {"state": torch.zeros(3, 4)}, "done": torch.zeros(3, 1, dtype=torch.bool)})
+    done = torch.zeros(3, 1, dtype=torch.bool)
+    buffer.extend({"obs": {"state": torch.zeros(3, 4)}, "done": done})
     assert buffer.spec == {
         ("obs", "state"): LeafSpec((4,), torch.float32),
         ("done",): LeafSpec((1,), torch.bool),

@@ -74,6 +74,22 @@ def test_data_without_steps_pushes_nothing_and_returns_zero() -> None:
     assert buffer.spec is None and len(buffer) == 0
 
 
+def test_data_without_steps_leaves_a_filled_buffer_as_it_was() -> None:
+    buffer = DictBuffer(capacity=4)
+    push_rlds_to_buffer([complete()], buffer)
+    before = snapshot(buffer)
+    assert push_rlds_to_buffer([{"steps": []}], buffer) == 0
+    assert_same(snapshot(buffer), before)
+
+
+def test_an_episode_of_zero_stacked_steps_still_has_its_spec_compared() -> None:
+    buffer = DictBuffer(capacity=4)
+    buffer.extend({"x": np.zeros((1, 2))})
+    empty = episode([], [], [])
+    with pytest.raises(ValueError, match="should match RLDS data spec"):
+        push_rlds_to_buffer([empty], buffer)
+
+
 @pytest.mark.parametrize("filled", [False, True], ids=["empty-buffer", "filled-buffer"])
 @pytest.mark.parametrize(
     "bad",

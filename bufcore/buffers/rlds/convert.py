@@ -199,6 +199,8 @@ def push_rlds_to_buffer(
             f"got {type(buffer).__name__}"
         )
     converted = transitions(rlds_data, policy_info_fn)
+    if not converted.rows:
+        return 0  # no step showed a structure: nothing to compare, nothing to write
     stored = buffer.spec
     if stored is not None:
         _check_spec(converted.spec, stored)

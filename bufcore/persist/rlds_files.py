@@ -80,8 +80,9 @@ def read_rlds_episodes(
     iterator is advanced, file by file in name order (the shard order).
 
     Args:
-        path: A TFDS dataset directory (``~/tensorflow_datasets/<name>/<config>/<version>``)
-            or one TFRecord file (its directory's ``features.json``, if any, applies).
+        path: A TFDS dataset directory (``~/tensorflow_datasets/<name>/<config>/<version>``;
+            ``~`` is expanded) or one TFRecord file (its directory's ``features.json``, if
+            any, applies).
         split: Read only ``<name>-<split>.tfrecord*`` files (``"train"``); None for every
             TFRecord file of the directory.
 
@@ -95,7 +96,7 @@ def read_rlds_episodes(
         CorruptFileError: ``features.json`` is malformed; while iterating, a damaged record,
             or values that do not fit their declared shape or dtype.
     """
-    root = check_path(path)
+    root = check_path(path).expanduser()
     if split is not None and not isinstance(split, str):
         raise TypeError(f"split: expected a str or None, got {type(split).__name__}")
     if root.is_dir():

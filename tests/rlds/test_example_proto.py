@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bufcore.persist.example_proto import ProtoError, parse_example
 from tests.rlds.tfds_writer import example, field, varint
@@ -152,3 +154,34 @@ def test_the_test_writer_encodes_an_example_byte_for_byte_as_protobuf_does() -> 
     message.features.feature["c"].bytes_list.value.extend([b"xy"])
     written = example({"a": np.float32([1, 2]), "b": np.int64([3, -4]), "c": [b"xy"]})
     assert message.SerializeToString(deterministic=True) == written
+
+
+feature_values = st.one_of(
+    st.lists(st.floats(width=32, allow_nan=False), max_size=20).map(
+        lambda v: np.array(v, dtype=np.float32)
+    ),
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20).map(
+        lambda v: np.array(v, dtype=np.int64)
+    ),
+    st.lists(st.binary(max_size=8), min_size=1, max_size=5),
+)
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=12), feature_values, max_size=6))
+def test_any_features_encoded_by_protobuf_decode_to_the_same_values(named: dict[str, Any]) -> None:
+    message = messages(True)["Example"]()
+    for name, values in named.items():
+        target = message.features.feature[name]
+        if isinstance(values, list):
+            target.bytes_list.value.extend(values)
+        elif values.dtype == np.float32:
+            target.float_list.value.extend(values.tolist())
+        else:
+            target.int64_list.value.extend(values.tolist())
+    parsed = parse_example(message.SerializeToString()).features
+    assert parsed.keys() == named.keys()
+    for name, values in named.items():
+        if isinstance(values, list):
+            assert parsed[name] == values
+        else:
+            np.testing.assert_array_equal(parsed[name], values)

@@ -19,6 +19,7 @@ from bufcore import (
 )
 from bufcore.tree import KeyPath, LeafSpec
 from tests.rlds.episodes import complete, episode, single, truncated
+from tests.support import DEVICES
 
 DATA = [complete(), single(), truncated()]
 
@@ -57,6 +58,18 @@ def test_a_second_push_appends_after_the_first() -> None:
     push_rlds_to_buffer([complete()], buffer)
     assert push_rlds_to_buffer([single()], buffer) == 1
     assert buffer.get_full_buffer()["step_type"].tolist() == [0, 1, 2, 2]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_leaves_on_a_device_push_into_a_buffer_there(device: str) -> None:
+    data = [complete(torch_leaves=True), single(torch_leaves=True)]
+    for item in data:
+        item["steps"] = {key: value.to(device) for key, value in item["steps"].items()}
+    buffer = DictBuffer(capacity=8, device=device)
+    assert push_rlds_to_buffer(data, buffer) == 4
+    rows = buffer.get_full_buffer()
+    assert rows["observation"].device.type == device
+    assert rows["discount"].tolist() == [1, 1, 0, 1]
 
 
 @pytest.mark.parametrize("capacity", [1, 3, 6])

@@ -162,7 +162,7 @@ def _walk(node: Any, prefix: list[str], sequences: int, out: dict[str, Declared]
     """Collect the declarations under ``node`` (a FeatureConnector's JSON) into ``out``.
 
     ``sequences`` counts the sequences (``Dataset``, ``Sequence``) around it: the steps'
-    own adds one; a sequence inside a step makes its features' shapes unknown.
+    own adds one; any other sequence makes its features' shapes unknown (inferred).
 
     Raises:
         TypeError, ValueError, KeyError: a malformed declaration.
@@ -197,7 +197,9 @@ def _walk(node: Any, prefix: list[str], sequences: int, out: dict[str, Declared]
         dtype = np.dtype(dtype_name)
         if dtype.kind not in _NUMERIC_KINDS:
             raise ValueError(f"{name}: dtype {dtype_name!r} is not numeric")
-        out[name] = Declared(shape if sequences <= 1 else None, dtype)
+        # A shape holds per step under steps/ (inside its one sequence), per episode elsewhere.
+        around = 1 if name.startswith(f"{STEPS}/") else 0
+        out[name] = Declared(shape if sequences == around else None, dtype)
     else:
         out[name] = Declared(None, None)  # an encoded image, text, ...: byte strings
 

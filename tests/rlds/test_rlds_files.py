@@ -225,3 +225,17 @@ def test_a_directory_without_tfrecord_files_is_refused_at_the_call(tmp_path: Pat
 def test_a_missing_path_is_refused_at_the_call(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no such TFRecord file or directory"):
         read_rlds_episodes(tmp_path / "absent")
+
+
+def test_an_episode_level_sequence_feature_keeps_all_its_values(tmp_path: Path) -> None:
+    declared = features_json(EPISODES[1])
+    declared["featuresDict"]["features"]["waypoints"] = {
+        "sequence": {"feature": {"tensor": {"shape": {"dimensions": ["2"]}, "dtype": "float32"}},
+                     "length": "-1"},
+    }
+    (tmp_path / "features.json").write_text(json.dumps(declared))
+    flat = flat_keys(EPISODES[1], "steps")
+    flat["waypoints"] = np.float32([1, 2, 3, 4, 5, 6])  # three waypoints of 2
+    (tmp_path / "x-train.tfrecord").write_bytes(frame(example(flat)))
+    episode = next(iter(read_rlds_episodes(tmp_path)))
+    assert episode["waypoints"].tolist() == [1, 2, 3, 4, 5, 6]

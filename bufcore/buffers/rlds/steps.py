@@ -22,6 +22,7 @@ per step, bool or integers 0/1, and are stored as bool.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ class Steps:
 
     def where(self, row: int) -> str:
         """How messages name the step at ``row``: ``rlds_data[e]['steps'][s]``."""
-        episode = int(torch.searchsorted(torch.tensor(self.offsets), row, right=True)) - 1
+        episode = bisect.bisect_right(self.offsets, row) - 1
         return f"rlds_data[{episode}][{STEPS!r}][{row - self.offsets[episode]}]"
 
     def spans(self) -> list[tuple[int, int]]:

@@ -92,23 +92,21 @@ class ReplayTally:
         if held == 0:
             raise ValueError("index: the buffer holds no rows, so nothing was drawn from it")
         table = self._buffer.trajectories()
-        first = rows[::seq].to(table.stop.device)
         position = ring_row_positions(
-            table, first, capacity=self._buffer.capacity,
+            table, rows[::seq].to(table.stop.device), capacity=self._buffer.capacity,
             env_count=self._buffer.size() // held,
         )
-        keys = torch.stack([table.env[position], table.start[position]], 1).cpu()
-        unique, inverse, counts = torch.unique(
-            keys, dim=0, return_inverse=True, return_counts=True
-        )
-        lengths = torch.zeros(len(unique), dtype=torch.int64)
-        lengths[inverse] = table.lengths[position].cpu()  # one trajectory, one length
-        for (env, start), count, length in zip(
-            unique.tolist(), counts.tolist(), lengths.tolist(), strict=True
+        counts = torch.bincount(position.cpu())
+        drawn = torch.nonzero(counts).flatten()
+        on = table.stop.device
+        columns = (table.env, table.start, table.lengths)
+        env, start, length = (column[drawn.to(on)].tolist() for column in columns)
+        for key, count, rows_long in zip(
+            zip(env, start, strict=True), counts[drawn].tolist(), length, strict=True
         ):
-            entry = self._drawn.setdefault((env, start), [0, 0])
+            entry = self._drawn.setdefault(key, [0, 0])
             entry[0] += count
-            entry[1] = length
+            entry[1] = rows_long
         self._rows += len(rows)
         self._calls += 1
 

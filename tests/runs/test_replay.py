@@ -11,6 +11,7 @@ from bufcore import AdvancedReplayBuffer, TrajectoryDictBufferMultiDim
 from bufcore.runs.replay import ReplayTally
 from bufcore.sampling.prioritized import PrioritizedSampler
 from bufcore.sampling.windows import ring_row_positions
+from tests.support import DEVICES
 
 SEQ = 3
 RECORD_KEYS = {
@@ -26,10 +27,12 @@ DING_KEYS = {
 }
 
 
-def online(steps: int, *, sampler: Any = "prioritized") -> TrajectoryDictBufferMultiDim:
+def online(
+    steps: int, *, sampler: Any = "prioritized", device: str = "cpu"
+) -> TrajectoryDictBufferMultiDim:
     """[12, 2] rows: env 0 ends a trajectory every 5 steps, env 1 every 7."""
     buffer = TrajectoryDictBufferMultiDim(
-        capacity=12, n_dim=2, seq_length=SEQ, seed=0,
+        capacity=12, n_dim=2, seq_length=SEQ, seed=0, device=device,
         sampler=PrioritizedSampler() if sampler == "prioritized" else sampler,
     )
     for step in range(steps):
@@ -125,3 +128,14 @@ def test_rows_that_are_not_whole_windows_are_refused() -> None:
     with pytest.raises(ValueError, match="whole windows of 3 rows"):
         tally.add(buffer.sample(SEQ * 2)["_index"][:5])
     assert tally.record()["sample_calls"] == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_buffer_on_any_device_gives_the_record_a_cpu_buffer_gives(device: str) -> None:
+    here, there = online(31), online(31, device=device)
+    batch = there.sample(SEQ * 8, generator=torch.Generator(device).manual_seed(4))
+    here.sample(SEQ * 8)  # the same number of draws: the same beta
+    tallies = [ReplayTally(here), ReplayTally(there)]
+    tallies[0].add(batch["_index"].cpu())
+    tallies[1].add(batch["_index"])
+    assert tallies[0].record() == tallies[1].record()

@@ -239,3 +239,8 @@ def test_reprioritize_skips_the_rows_written_again_since_the_draw() -> None:
                     strict=True))  # a row drawn twice: its last
     assert buffer.sampler.priorities(np.array(list(last))).tolist() == list(last.values())
     assert buffer.sampler.priorities(np.array([0, 1])).tolist() == [1.0, 1.0]  # the new rows
+
+
+def test_the_memory_check_counts_the_priorities_and_trees_of_every_online_row() -> None:
+    rows = TINY_DEMO.envs * TINY_DEMO.capacity
+    assert PRIORITIZED.buffer_bytes() - TINY_DEMO.buffer_bytes() == 48 * rows

@@ -671,8 +671,8 @@ def importance(
 
 
 def priority_quantiles(priorities: Any) -> dict[str, float | None]:
-    """The quantiles of :data:`PRIORITY_QUANTILES` of ``priorities`` (array-like; all None
-    when there are none)."""
+    """The quantiles of :data:`PRIORITY_QUANTILES` of ``priorities`` (array-like, finite:
+    unchecked; all None when there are none)."""
     values = np.asarray(priorities, dtype=np.float64).reshape(-1)
     if len(values) == 0:
         return {name: None for name, _ in PRIORITY_QUANTILES}
@@ -682,10 +682,11 @@ def priority_quantiles(priorities: Any) -> dict[str, float | None]:
 
 def importance_quantiles(priorities: Any, *, alpha: float, beta: float) -> dict[str, float | None]:
     """The quantiles of :data:`IS_WEIGHT_QUANTILES` of the importance weights that rows of
-    these stored ``priorities`` get when drawn on their own: ``(w / w_min) ** -beta`` with
-    ``w = p ** alpha`` and ``w_min`` the smallest positive weight, over the rows with a
-    positive weight (all None when there are none). From a checkpoint: the sampler's saved
-    priorities and options, and the ``beta`` its summary gives.
+    these stored ``priorities`` (finite, non-negative: unchecked) get when drawn on their own:
+    ``(w / w_min) ** -beta`` with ``w = p ** alpha`` and ``w_min`` the smallest positive
+    weight, over the rows with a positive weight (all None when there are none). From a
+    checkpoint: the sampler's saved priorities and options, and the ``beta`` its summary
+    gives.
 
     Raises:
         TypeError: ``alpha`` or ``beta`` not a real number.

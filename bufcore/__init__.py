@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     )
     from bufcore.persist.episodes import load_episode_based_h5, save_episodes
     from bufcore.persist.rlds_files import read_rlds_episodes
+    from bufcore.runs.replay import ReplayTally
     from bufcore.runs.runlog import RunLogger, read_metrics
     from bufcore.sampling.boundaries import find_start_stop_traj
     from bufcore.sampling.index import SampleIndex
@@ -82,6 +83,7 @@ _HOMES = {
     "StateError": "bufcore.errors",
     "load_episode_based_h5": "bufcore.persist.episodes",
     "save_episodes": "bufcore.persist.episodes",
+    "ReplayTally": "bufcore.runs.replay",
     "RunLogger": "bufcore.runs.runlog",
     "read_metrics": "bufcore.runs.runlog",
     "find_start_stop_traj": "bufcore.sampling.boundaries",
@@ -120,6 +122,7 @@ __all__ = [
     "MinTree",
     "NaiveReplayBuffer",
     "PrioritizedSampler",
+    "ReplayTally",
     "RingPosition",
     "Round",
     "RunLogger",

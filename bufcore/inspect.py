@@ -23,6 +23,10 @@ tool that looks inside bufcore's files never reaches into a private module:
   :func:`window_counts` (valid window starts per trajectory); and the TD weighting's
   :func:`clip_fractions` (the fractions of weights any beta and clip bounds clip, from the
   quantiles ``TDWeighting(quantiles=...)`` logs).
+- **Replay statistics** (:func:`replay_items`, :func:`has_replay_items`): each held item's
+  priority, draw probability, importance weight, use and ``collect_iter`` in a prioritized or
+  DI-engine buffer checkpoint; :func:`window_shares`: how a prioritized trajectory buffer's
+  window draws spread over its trajectories.
 - The names of a run directory's files (:data:`METRICS_FILE`, :data:`CHECKPOINT_DIR`,
   :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`, :data:`TRAIN_STATUS`,
   :data:`HISTORY_DIR`), :func:`earlier_checkpoints` (a run's kept checkpoints) and
@@ -50,6 +54,13 @@ from bufcore.persist.run_checkpoint import (
     read_run_state,
 )
 from bufcore.runs.leaf_read import read_leaf
+from bufcore.runs.replay import (
+    ReplayItems,
+    WindowShares,
+    has_replay_items,
+    replay_items,
+    window_shares,
+)
 from bufcore.runs.sources import (
     BFM_ZERO_WORKDIR,
     BUFFER_CHECKPOINT,
@@ -114,6 +125,7 @@ __all__ = [
     "KeyPath",
     "MetricsSummary",
     "PrioritySummary",
+    "ReplayItems",
     "RunCheckpointSummary",
     "SamplerSummary",
     "SpecRow",
@@ -122,10 +134,12 @@ __all__ = [
     "TrajectoryTable",
     "Weighting",
     "WindowSettings",
+    "WindowShares",
     "buffer_dirs",
     "clip_fractions",
     "earlier_checkpoints",
     "format_key_path",
+    "has_replay_items",
     "human_bytes",
     "inspect_path",
     "is_buffer_checkpoint",
@@ -134,6 +148,7 @@ __all__ = [
     "read_leaf",
     "read_run_state",
     "render",
+    "replay_items",
     "rounds_from_state",
     "source_kind",
     "start_counts",
@@ -144,5 +159,6 @@ __all__ = [
     "to_json",
     "window_counts",
     "window_settings",
+    "window_shares",
     "window_weights",
 ]

@@ -4,6 +4,7 @@ checkpoints of every kind the page reads."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import torch
@@ -55,7 +56,8 @@ def _advanced_loop(run: Path) -> AdvancedReplayBuffer:
     """A loop that pushes too fast, then samples too fast (:data:`PHASES`), updates
     priorities by lognormal "TD errors" and logs ``stats()`` at every step; the buffer after
     it."""
-    now = [1_700_000_000.0]
+    # The log's times end about now, so the checkpoint (written after) follows its run.
+    now = [time.time() - LOOP_STEPS]
     generator = torch.Generator().manual_seed(0)
     buffer = AdvancedReplayBuffer(
         replay_buffer_size=96, seed=0, storage="packed", clock=lambda: now[0],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from bufcore import DictBuffer, PrioritizedSampler, RunLogger
 from tests.app.conftest import Dashboard
+from tests.app.test_sampling_url_keys import _bound_keys
 from tests.replay_support import write_replay_run
 
 
@@ -278,3 +280,14 @@ def test_an_empty_prioritized_buffer_says_there_is_nothing_to_draw(
     at = dashboard("replay", tmp_path / "empty")
     assert not at.exception
     assert "holds no items" in texts(at, "info")
+
+
+def test_every_url_key_the_readme_lists_for_the_page_is_bound() -> None:
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "README.md").read_text()
+    section = text[text.index("### Replay statistics"):]
+    start = section.index("Controls (URL keys):")
+    controls = section[start:section.index("\n\n", start)]
+    listed = set(re.findall(r"`([a-z_]+)`", controls))
+    assert {"rp_seed", "buffer"} <= listed
+    assert listed <= _bound_keys(root / "pages" / "replay.py", root / "app" / "ui.py")

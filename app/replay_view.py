@@ -297,6 +297,8 @@ class DrawRequest:
         seed: The generator's seed (>= 0).
         held: Slots a DI-engine buffer has written (its checkpoint's length).
         capacity: Its slots.
+        steps: The draws its sampler had made when saved (what its beta anneals with), or
+            None to draw with the buffer's as it stands.
 
     Raises:
         ValueError: a size below 1 or a negative seed.
@@ -308,6 +310,7 @@ class DrawRequest:
     seed: int
     held: int = 0
     capacity: int = 0
+    steps: int | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -345,7 +348,8 @@ class Drawn:
 
 def draw_batch(buffer: Any, request: DrawRequest) -> Drawn:
     """One batch drawn as the buffer draws it, with a generator seeded by ``request.seed``,
-    from a copy: ``buffer`` and its sampler's annealing stay as they are.
+    from a copy whose sampler has made ``request.steps`` draws: ``buffer`` and its sampler's
+    annealing stay as they are.
 
     A bufcore buffer draws with ``sample_index`` (the rows and weights ``sample`` would
     read); an ``AdvancedReplayBuffer`` with its prioritized sampler over its written slots,
@@ -358,11 +362,17 @@ def draw_batch(buffer: Any, request: DrawRequest) -> Drawn:
     generator = torch.Generator().manual_seed(request.seed)
     if request.kind == ADVANCED:
         sampler = copy.deepcopy(buffer.sampler)
-        index = sampler.draw(RingPosition(request.held, request.capacity), request.batch_size,
-                             generator)
+        clone = None
     else:
         clone = copy.deepcopy(buffer)
         sampler = clone.sampler
+    if request.steps is not None:
+        # The saved count, whatever another page's draws did to the shared cached buffer.
+        sampler.steps = request.steps
+    if clone is None:
+        index = sampler.draw(RingPosition(request.held, request.capacity), request.batch_size,
+                             generator)
+    else:
         index = (clone.sample_index(request.batch_size, request.seq_length, generator=generator)
                  if request.seq_length is not None else
                  clone.sample_index(request.batch_size, generator=generator))

@@ -99,7 +99,8 @@ def draw_controls(summary: CheckpointSummary, items: ReplayItems) -> DrawRequest
     cols[3].button("Resample", type="primary", on_click=resample,
                    help="Draw a new batch: the next seed")
     return DrawRequest(summary.kind, int(batch), None if seq is None else int(seq), int(seed),
-                       held=summary.length, capacity=summary.capacity)
+                       held=summary.length, capacity=summary.capacity,
+                       steps=None if summary.sampler is None else summary.sampler.steps)
 
 
 def draw(entry: BufferEntry, request: DrawRequest) -> Drawn | None:

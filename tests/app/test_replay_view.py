@@ -133,6 +133,15 @@ def test_a_draw_is_what_sample_index_gives_with_that_seed() -> None:
     assert drawn.priority.tolist() == buffer.sampler.priorities(drawn.rows).tolist()
 
 
+def test_a_draw_uses_the_saved_draw_count_whatever_the_buffer_says_now() -> None:
+    buffer = prioritized_rows()
+    saved = buffer.sampler.steps
+    expected = draw_batch(buffer, DrawRequest("DictBuffer", 16, None, 1, steps=saved))
+    buffer.sampler.steps = saved + 5  # another page drew from the shared cached buffer
+    drawn = draw_batch(buffer, DrawRequest("DictBuffer", 16, None, 1, steps=saved))
+    assert drawn.importance.tolist() == expected.importance.tolist()
+
+
 def test_draw_requests_refuse_an_empty_batch() -> None:
     with pytest.raises(ValueError, match="batch_size"):
         DrawRequest("DictBuffer", 0, None, 0)

@@ -282,11 +282,11 @@ def checkpoint_part(entry: BufferEntry) -> None:
         if drawn is not None:
             what = (f"{drawn.windows:,} windows of {seq} rows" if seq is not None
                     else f"{len(drawn.rows):,} {'rows' if items.unit == 'row' else 'items'}")
-            how = (" as `sample` draws once its staleness removal and throughput check pass "
-                   "(uses are not counted)" if summary.kind == ADVANCED else
-                   " with `sample_index`, as `sample` would read them")
-            st.caption(f"Seed {request.seed}: {what}, drawn{how} from a copy: the checkpoint "
-                       "and its beta stay as saved. In red below.")
+            how = ("by priority, as `sample` draws them once its staleness removal and "
+                   "throughput check pass" if summary.kind == ADVANCED else
+                   "with `sample_index`, the rows `sample` would read")
+            st.caption(f"Seed {request.seed}: {what} drawn {how}, from a copy (the checkpoint, "
+                       "its use counts and its beta stay as saved). In red below.")
         priority_charts(items, drawn, entry, seq, request.seed)
     else:
         st.info(f"`{summary.kind}` draws uniformly: it has no priorities or importance weights "

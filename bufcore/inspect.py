@@ -26,6 +26,10 @@ tool that looks inside bufcore's files never reaches into a private module:
   :func:`priority_quantiles` and :func:`importance_quantiles` (the importance weights at a
   beta, from saved priorities), keyed as the ``replay`` records (:data:`REPLAY_KIND`) list
   them (:data:`PRIORITY_QUANTILES`, :data:`IS_WEIGHT_QUANTILES`).
+- **Replay statistics** (:func:`replay_items`, :func:`has_replay_items`): each held item's
+  priority, draw probability, importance weight, use and ``collect_iter`` in a prioritized or
+  DI-engine buffer checkpoint; :func:`window_shares`: how a prioritized trajectory buffer's
+  window draws spread over its trajectories.
 - The names of a run directory's files (:data:`METRICS_FILE`, :data:`CHECKPOINT_DIR`,
   :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`, :data:`TRAIN_STATUS`,
   :data:`HISTORY_DIR`), :func:`earlier_checkpoints` (a run's kept checkpoints) and
@@ -54,6 +58,13 @@ from bufcore.persist.run_checkpoint import (
 )
 from bufcore.runs.leaf_read import read_leaf
 from bufcore.runs.replay import REPLAY_KIND
+from bufcore.runs.replay_items import (
+    ReplayItems,
+    WindowShares,
+    has_replay_items,
+    replay_items,
+    window_shares,
+)
 from bufcore.runs.sources import (
     BFM_ZERO_WORKDIR,
     BUFFER_CHECKPOINT,
@@ -127,6 +138,7 @@ __all__ = [
     "KeyPath",
     "MetricsSummary",
     "PrioritySummary",
+    "ReplayItems",
     "RunCheckpointSummary",
     "SamplerSummary",
     "SpecRow",
@@ -135,10 +147,12 @@ __all__ = [
     "TrajectoryTable",
     "Weighting",
     "WindowSettings",
+    "WindowShares",
     "buffer_dirs",
     "clip_fractions",
     "earlier_checkpoints",
     "format_key_path",
+    "has_replay_items",
     "human_bytes",
     "importance_quantiles",
     "inspect_path",
@@ -149,6 +163,7 @@ __all__ = [
     "read_leaf",
     "read_run_state",
     "render",
+    "replay_items",
     "rounds_from_state",
     "source_kind",
     "start_counts",
@@ -159,5 +174,6 @@ __all__ = [
     "to_json",
     "window_counts",
     "window_settings",
+    "window_shares",
     "window_weights",
 ]

@@ -66,6 +66,7 @@ from bufcore.sampling.segment_tree import (
 )
 from bufcore.sampling.windows import (
     RowSpans,
+    TrajectoryTable,
     draw_categorical,
     no_eligible_message,
     start_counts,
@@ -311,6 +312,33 @@ class PrioritizedSampler:
             return torch.from_numpy(self._priority[rows])
         return torch.from_numpy(self._priority[: self._held].copy())
 
+    def row_weights(self, rows: np.ndarray | None = None) -> torch.Tensor:
+        """The weights row draws are proportional to (``priority ** alpha`` of the stored
+        priority) of the held rows, float64 ``[held]`` in flat physical row order (a copy);
+        with ``rows`` (int64 held rows, unchecked), only theirs. Divided by their sum, they
+        are each row's probability in one row draw.
+
+        Raises:
+            ValueError: not bound yet.
+        """
+        sums, _ = self._trees()
+        chosen = np.arange(self._held) if rows is None else rows
+        return torch.from_numpy(np.array(sums._leaves(chosen), dtype=np.float64))
+
+    def importance_weights(self, weights: Any) -> torch.Tensor:
+        """The importance weights draws of items weighing ``weights`` (from
+        :meth:`row_weights` or :meth:`window_weights`) carry now: ``(w / w_min) ** -beta`` at
+        the current :attr:`beta`, ``w_min`` the smallest positive held row weight, as a draw
+        computes them (float64 here, rounded to float32 in a draw). An item of weight 0 is
+        never drawn; its value is ``inf`` (``beta`` > 0) or 1.
+
+        Raises:
+            ValueError: not bound yet.
+        """
+        values = np.asarray(weights, dtype=np.float64)
+        with np.errstate(divide="ignore"):  # a weight of 0 (never drawn) gives inf
+            return torch.from_numpy(self._importance_of(values, np.float64))
+
     def update(self, rows: Any, priority: Any, *, keep: Any = None) -> int:
         """Set the priorities of flat storage ``rows``: ``p + eps`` each.
 
@@ -475,9 +503,12 @@ class PrioritizedSampler:
 
     def _importance(self, weights: np.ndarray, device: torch.device) -> torch.Tensor:
         """``(w / w_min) ** -beta`` as float32 on ``device``."""
+        return _on(torch.from_numpy(self._importance_of(weights, np.float32)), device)
+
+    def _importance_of(self, weights: np.ndarray, dtype: type[np.floating[Any]]) -> np.ndarray:
+        """``(w / w_min) ** -beta`` computed in float64 and rounded once into ``dtype``."""
         _, minimum = self._trees()
-        computed = importance(weights, minimum.value, self.beta, dtype=np.float32)
-        return _on(torch.from_numpy(computed), device)
+        return importance(weights, minimum.value, self.beta, dtype=dtype)
 
     def _draw_windows(
         self, ring: RingPosition, count: int, generator: torch.Generator, window: WindowRequest
@@ -556,13 +587,37 @@ class PrioritizedSampler:
             rate = max(len(accepted) / proposals, 1 / (4 * length * length))
             proposals = int(remaining / rate * 1.25) + 8
         if remaining:
-            found.append(self._exact_starts(ring, remaining, generator, window, spans))
+            found.append(self._exact_starts(remaining, generator, window, spans))
         start, env, weight = (np.concatenate(parts) for parts in zip(*found, strict=True))
+        return start, env, weight
+
+    def window_weights(
+        self, table: TrajectoryTable, *, length: int, need: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every valid window of ``table`` and the weight a window draw gives it (its rows'
+        priorities reduced by :attr:`reduction`, to the power ``alpha``): int64 start times
+        (absolute, as the table's) and envs, float64 weights, trajectory by trajectory in table
+        order. A window reads ``need`` rows of one trajectory and is weighed by its first
+        ``length``, as :meth:`draw` weighs it; divided by their sum, the weights are the
+        probability of each window in one draw. O(rows * length).
+
+        Raises:
+            ValueError: not bound yet.
+        """
+        capacity, envs = self._bound_shape()
+        counts = start_counts(table.lengths, need).cpu()
+        total = int(counts.sum())
+        first = torch.repeat_interleave(table.start.cpu(), counts, output_size=total)
+        before = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts,
+                                         output_size=total)
+        start = (first + torch.arange(total) - before).numpy()
+        env = torch.repeat_interleave(table.env.cpu(), counts, output_size=total).numpy()
+        ring = RingPosition(self._held // envs, capacity, envs)
+        weight, _ = self._window_weights(start, env, ring, length)
         return start, env, weight
 
     def _exact_starts(
         self,
-        ring: RingPosition,
         count: int,
         generator: torch.Generator,
         window: WindowRequest,
@@ -574,16 +629,9 @@ class PrioritizedSampler:
             ValueError: no trajectory has ``need`` rows, or every valid window weighs 0.
         """
         table = spans.table()
-        counts = start_counts(table.lengths, window.need).cpu()
-        if not bool((counts > 0).any()):
+        if not bool((start_counts(table.lengths, window.need) > 0).any()):
             raise ValueError(no_eligible_message(table, window.need, count))
-        total = int(counts.sum())
-        first = torch.repeat_interleave(table.start.cpu(), counts, output_size=total)
-        before = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts,
-                                         output_size=total)
-        start = (first + torch.arange(total) - before).numpy()
-        env = torch.repeat_interleave(table.env.cpu(), counts, output_size=total).numpy()
-        weight, _ = self._window_weights(start, env, ring, window.length)
+        start, env, weight = self.window_weights(table, length=window.length, need=window.need)
         if not weight.any():
             raise ValueError(
                 f"cannot sample: every window of {window.need} rows has priority zero"
@@ -665,7 +713,7 @@ def importance(
 ) -> np.ndarray:
     """Importance weights ``(w / minimum) ** -beta`` of tree weights ``w``, computed in float64
     and rounded once into ``dtype`` (as ``astype`` would)."""
-    out: np.ndarray = np.empty(len(weights), dtype=dtype)
+    out: np.ndarray = np.empty(np.shape(weights), dtype=dtype)
     np.power(weights / minimum, -beta, out=out, casting="same_kind")
     return out
 

@@ -44,8 +44,8 @@ def write_replay_run(run: Path) -> None:
     buffers = run / "checkpoint" / "buffers"
     buffers.mkdir(parents=True)
     _advanced_loop(run).save(buffers / "advanced")
-    _rows().save(buffers / "rows")
-    _windows().save(buffers / "windows")
+    prioritized_rows().save(buffers / "rows")
+    prioritized_windows().save(buffers / "windows")
     _naive().save(buffers / "naive")
     episode = EpisodeReplayBuffer(replay_buffer_size=4, seed=0)
     episode.push([[{"t": t} for t in range(n)] for n in (3, 6)], 0)
@@ -84,7 +84,7 @@ def _advanced_loop(run: Path) -> AdvancedReplayBuffer:
     return buffer
 
 
-def _rows() -> DictBuffer:
+def prioritized_rows() -> DictBuffer:
     """A DictBuffer with a PrioritizedSampler whose priorities span a few decades."""
     generator = torch.Generator().manual_seed(1)
     buffer = DictBuffer(capacity=256, seed=0,
@@ -96,7 +96,7 @@ def _rows() -> DictBuffer:
     return buffer
 
 
-def _windows() -> TrajectoryDictBufferMultiDim:
+def prioritized_windows() -> TrajectoryDictBufferMultiDim:
     """An online buffer (3 envs) with prioritized windows: the rows of the trajectories in
     :data:`DOMINANT` get priority 50, every other row 0.5."""
     generator = torch.Generator().manual_seed(2)

@@ -30,3 +30,12 @@ def test_the_page_shows_a_prioritized_run_without_errors(
     assert not at.exception
     assert [e.body for e in at.error] == []
     assert [w.body for w in at.warning] == []
+
+
+def test_the_sampling_lab_names_the_prioritized_sampler_instead_of_offering_a_weighting(
+    dashboard: Dashboard, prioritized_run: Path
+) -> None:
+    at = dashboard("sampling_lab", prioritized_run, query={BUFFER_KEY: "train"})
+    assert [r.label for r in at.radio if r.label == "Weighting"] == []
+    assert any("Prioritized windows" in c.value and "max of its rows' priorities" in c.value
+               for c in at.caption)

@@ -145,8 +145,35 @@ def quantile_figure(
         figure.add_trace(line_trace(steps, series.column(median), name="median",
                                     line={"color": HELD, "width": 2}))
     if log_y:
-        figure.update_yaxes(type="log")
+        values = np.concatenate([series.column(key) for key in keys if series.has(key)])
+        positive = values[np.isfinite(values) & (values > 0)]
+        if len(positive):
+            # Written out in full: plotly's own log labels read "5" for 0.5 and for 50.
+            ticks = log_ticks(float(positive.min()), float(positive.max()))
+            figure.update_yaxes(type="log", tickvals=ticks,
+                                ticktext=[f"{tick:.3g}" for tick in ticks])
     return styled(figure, title=title, x="training step", y=y, note=_points(series))
+
+
+def top_share_figure(series: ReplaySeries, *, top: str) -> go.Figure:
+    """The share of each interval's drawn windows that came from its ``top`` (e.g. "5")
+    most-drawn trajectories, and how many distinct trajectories were drawn, over training."""
+    steps = series.steps.astype(np.float64)
+    figure = go.Figure()
+    if series.has("top_share"):
+        figure.add_trace(line_trace(steps, 100 * series.column("top_share"),
+                                    name=f"top {top} trajectories' share (%)",
+                                    line={"color": HELD, "width": 2}))
+    if series.has("trajectories_drawn"):
+        figure.add_trace(line_trace(steps, series.column("trajectories_drawn"),
+                                    name="trajectories drawn", yaxis="y2",
+                                    line={"color": SAMPLE, "width": 2, "dash": "dot"}))
+        figure.update_layout(yaxis2={"overlaying": "y", "side": "right", "showgrid": False,
+                                     "title": {"text": "trajectories drawn"}})
+    figure.update_layout(showlegend=True)
+    return styled(figure, title="Top trajectories' share of the window draws",
+                  x="training step", y=f"% of windows from the top {top}",
+                  note="per interval between records; " + _points(series))
 
 
 def rates_figure(series: ReplaySeries) -> go.Figure:

@@ -56,7 +56,12 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # Keys every DI-engine record holds that the page shows as latest figures, not charts.
 FIGURE_KEYS = ("count", "capacity", "push_count", "sample_count", "sample_calls", "removed",
                "beta", "max_priority")
-KNOWN_KEYS = frozenset(key for keys in GROUPS.values() for key in keys) | set(FIGURE_KEYS)
+# What a prioritized online buffer's records (bufcore.ReplayTally) say of the window draws
+# since the previous record: drawn by the page when present, never listed as lacking (DI-engine
+# buffers draw no windows).
+DOMINANCE_KEYS = ("top_share", "trajectories_drawn", "windows_drawn", "top_trajectories")
+KNOWN_KEYS = (frozenset(key for keys in GROUPS.values() for key in keys) | set(FIGURE_KEYS)
+              | set(DOMINANCE_KEYS))
 # Record fields that are no figure of the buffer.
 _RESERVED = ("step", "time", "kind", "nonfinite", "buffer", "last_refusal")
 # The buffer name of records that give none.
@@ -72,7 +77,8 @@ UNIT_BINS = 60
 
 # The page imports only app/: the bufcore.inspect names it needs are re-exported here.
 __all__ = [
-    "ADVANCED", "GROUPS", "CheckpointSummary", "CountHistogram", "Dominance", "DrawRequest",
+    "ADVANCED", "DOMINANCE_KEYS", "GROUPS", "CheckpointSummary", "CountHistogram", "Dominance",
+    "DrawRequest",
     "Drawn", "LogHistogram", "ReplayItems", "ReplaySeries", "WindowShares", "count_histogram",
     "dominance", "draw_batch", "has_replay_items", "log_histogram", "replay_series",
     "replayable", "trajectory_rows",

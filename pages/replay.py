@@ -21,6 +21,7 @@ from app.replay_figures import (
     refusals_figure,
     scalar_figure,
     thruput_figure,
+    top_share_figure,
 )
 from app.replay_view import (
     ADVANCED,
@@ -353,10 +354,21 @@ def log_part(replay: dict[str, ReplaySeries], checkpoint_kind: str | None) -> No
     for name_ in ("use", "staleness"):
         if name_ not in lacking:
             charts.append(mean_max_figure(found, name_, limit=limits[name_]))
+    top = latest.get("top_trajectories")
+    if found.has("top_share") or found.has("trajectories_drawn"):
+        charts.append(top_share_figure(found, top=str(len(top)) if isinstance(top, list)
+                                       else "most-drawn"))
     charts += [scalar_figure(found, key) for key in found.extra]
     columns = st.columns(2)
     for position, chart in enumerate(charts):
         columns[position % 2].plotly_chart(chart, width="stretch")
+    if isinstance(top, list) and top and all(isinstance(row, dict) for row in top):
+        with st.expander(f"The {len(top)} most-drawn trajectories of the last interval "
+                         f"(step {last:,})", expanded=False):
+            st.caption("env: the env column; start: the env step of the trajectory's first "
+                       "row; windows and share: its windows among those drawn since the "
+                       "previous record.")
+            st.dataframe(pd.DataFrame(top), hide_index=True, width="stretch")
     if found.extra:
         st.caption("Also logged: " + ", ".join(f"`{key}`" for key in found.extra) + ".")
     if found.refusals:

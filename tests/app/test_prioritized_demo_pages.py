@@ -12,6 +12,7 @@ import pytest
 from app.ui import BUFFER_KEY
 from bufcore.runs.demo import run_demo
 from tests.app.conftest import PAGES, Dashboard
+from tests.app.test_replay_page import charts, texts
 from tests.support import TINY_DEMO
 
 
@@ -39,3 +40,23 @@ def test_the_sampling_lab_names_the_prioritized_sampler_instead_of_offering_a_we
     assert [r.label for r in at.radio if r.label == "Weighting"] == []
     assert any("Prioritized windows" in c.value and "max of its rows' priorities" in c.value
                for c in at.caption)
+
+
+def test_the_replay_page_draws_the_demos_trajectory_shares_over_training(
+    dashboard: Dashboard, prioritized_run: Path
+) -> None:
+    at = dashboard("replay", prioritized_run, query={BUFFER_KEY: "train"})
+    figure = charts(at)["Top trajectories' share of the window draws"]
+    names = [trace["name"] for trace in figure["data"]]
+    assert names == ["top 5 trajectories' share (%)", "trajectories drawn"]
+    assert all(key not in texts(at, "caption") for key in ("`top_share`", "`windows_drawn`"))
+    assert any(e.label.startswith("The 5 most-drawn trajectories") for e in at.expander)
+
+
+def test_the_replay_pages_log_scale_writes_its_ticks_out(
+    dashboard: Dashboard, prioritized_run: Path
+) -> None:
+    at = dashboard("replay", prioritized_run, query={BUFFER_KEY: "train"})
+    axis = charts(at)["Importance weights (min, median, max)"]["layout"]["yaxis"]
+    assert axis["type"] == "log"
+    assert axis["ticktext"] == [f"{tick:.3g}" for tick in axis["tickvals"]]

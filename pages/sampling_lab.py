@@ -235,7 +235,9 @@ if data is not None and entry is not None and entry.summary is not None:
         )
 
     st.subheader("Export")
-    saved_weighting = getattr(loaded, "weighting", None)
+    # A prioritized sampler weighs windows itself: the snippet needs no weighting view.
+    saved_weighting = (request.weighting if summary.sampler is not None
+                       else getattr(loaded, "weighting", None))
     st.download_button(
         "Download the batch (CSV)", batch_csv(columns), file_name=f"{entry.name}-seed{seed}.csv",
         mime="text/csv",

@@ -60,3 +60,11 @@ def test_the_replay_pages_log_scale_writes_its_ticks_out(
     axis = charts(at)["Importance weights (min, median, max)"]["layout"]["yaxis"]
     assert axis["type"] == "log"
     assert axis["ticktext"] == [f"{tick:.3g}" for tick in axis["tickvals"]]
+
+
+def test_the_sampling_labs_snippet_draws_a_prioritized_buffer_without_a_weighting_view(
+    dashboard: Dashboard, prioritized_run: Path
+) -> None:
+    at = dashboard("sampling_lab", prioritized_run, query={BUFFER_KEY: "train"})
+    code = " ".join(block.value for block in at.code)
+    assert "buf.sample(" in code and "with_weighting" not in code

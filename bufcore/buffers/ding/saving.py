@@ -10,7 +10,7 @@ Layout of a checkpoint (``config.json``, ``state.json``, ``buffer.hdf5``):
   leaves (packed rows as stored; list items as columns, :mod:`bufcore.buffers.ding.columns`,
   zero rows for empty slots), and the bookkeeping under ``_ding``: ``live`` (bool), ``uid``,
   ``use`` and ``collect_iter`` (int64), plus ``priority`` (float64) for the prioritized buffer.
-- state.json: ``seed``, ``generator``, and ``ding``: ``valid`` (the count), ``head``,
+- state.json: ``seed``, ``rank``, ``generator``, and ``ding``: ``valid`` (the count), ``head``,
   ``next_uid``, ``push_count``, ``monitor`` (counters and rates), ``kinds`` (list mode: each
   leaf's kind) and what a class adds (the prioritized buffer's sampler and throughput counts).
 
@@ -102,6 +102,7 @@ def buffer_state(
         },
         "state": {
             "seed": buffer.seed,
+            "rank": buffer.rank,
             "generator": generator_state(buffer._generator),
             "ding": {
                 "valid": buffer._valid,

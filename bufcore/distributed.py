@@ -144,7 +144,8 @@ def all_gather_json(value: Any) -> list[Any]:
 
     Sent as UTF-8 JSON bytes in two all-gathers (lengths, then the padded bytes); nothing is
     pickled (``torch.distributed.all_gather_object`` would unpickle what other processes send).
-    NaN and infinities travel as they are. Tuples come back as lists.
+    NaN and infinities travel as they are. What comes back is what JSON gives, with or without
+    a group: tuples as lists, and int keys as str (as ``json.dumps`` writes them).
 
     Raises:
         TypeError: ``value`` (on any rank) is not JSON data; every rank raises.
@@ -154,7 +155,7 @@ def all_gather_json(value: Any) -> list[Any]:
 
 def all_gather_checked(make: Callable[[], T]) -> list[T]:
     """Every rank's ``make()`` (JSON data), in rank order, on every rank, failing on all ranks
-    together; ``[make()]`` without a group.
+    together; ``[make()]`` (also through JSON) without a group.
 
     ``make`` runs here first. If it raises on any rank (or its result is not JSON data), the
     ranks still meet in the gather, then every rank raises: the failing rank its own exception,
@@ -166,9 +167,8 @@ def all_gather_checked(make: Callable[[], T]) -> list[T]:
         Exception: ``make`` raised on some rank (the lowest such rank is named).
     """
     if not is_initialized():
-        value = make()
-        _encode(value)  # the same refusal of non-JSON data as with a group
-        return [value]
+        # Through JSON as well, so one process gets what a rank of a group would.
+        return [json.loads(_encode(make()))]
     own: Exception | None = None
     try:
         payload = _encode({"value": make()})

@@ -4,6 +4,7 @@ tested in tests/distributed/."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -91,3 +92,9 @@ def test_a_malformed_shard_request_is_refused_naming_the_argument(
 ) -> None:
     with pytest.raises(error, match=match):
         distributed.shard_bounds(**options)
+
+
+def test_one_process_gets_its_value_back_as_the_ranks_of_a_group_would() -> None:
+    assert distributed.all_gather_json({"pair": (1, 2), "nan": math.nan, 3: "x"}) == [
+        {"pair": [1, 2], "nan": pytest.approx(math.nan, nan_ok=True), "3": "x"}
+    ]

@@ -2,7 +2,8 @@
 seed's own (a single process draws what it drew before ranks existed); a checkpoint records
 the rank, and a load continues the stream for that rank and branches it for any other.
 
-The ``rank=None`` default inside a real process group is pinned by tests/test_distributed.py."""
+The ``rank=None`` default inside a real process group is pinned by
+tests/distributed/test_process_groups.py."""
 
 from __future__ import annotations
 

@@ -22,7 +22,10 @@ tool that looks inside bufcore's files never reaches into a private module:
   weight a drawn window comes from each trajectory), :func:`start_counts` and
   :func:`window_counts` (valid window starts per trajectory); and the TD weighting's
   :func:`clip_fractions` (the fractions of weights any beta and clip bounds clip, from the
-  quantiles ``TDWeighting(quantiles=...)`` logs).
+  quantiles ``TDWeighting(quantiles=...)`` logs); a prioritized sampler's figures,
+  :func:`priority_quantiles` and :func:`importance_quantiles` (the importance weights at a
+  beta, from saved priorities), keyed as the ``replay`` records (:data:`REPLAY_KIND`) list
+  them (:data:`PRIORITY_QUANTILES`, :data:`IS_WEIGHT_QUANTILES`).
 - The names of a run directory's files (:data:`METRICS_FILE`, :data:`CHECKPOINT_DIR`,
   :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`, :data:`TRAIN_STATUS`,
   :data:`HISTORY_DIR`), :func:`earlier_checkpoints` (a run's kept checkpoints) and
@@ -50,6 +53,7 @@ from bufcore.persist.run_checkpoint import (
     read_run_state,
 )
 from bufcore.runs.leaf_read import read_leaf
+from bufcore.runs.replay import REPLAY_KIND
 from bufcore.runs.sources import (
     BFM_ZERO_WORKDIR,
     BUFFER_CHECKPOINT,
@@ -82,6 +86,12 @@ from bufcore.runs.summary import (
     summarize_train_status,
     window_settings,
 )
+from bufcore.sampling.prioritized import (
+    IS_WEIGHT_QUANTILES,
+    PRIORITY_QUANTILES,
+    importance_quantiles,
+    priority_quantiles,
+)
 from bufcore.sampling.windows import (
     WEIGHTINGS,
     TrajectoryTable,
@@ -100,8 +110,11 @@ __all__ = [
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
     "HISTORY_DIR",
+    "IS_WEIGHT_QUANTILES",
     "METRICS_FILE",
     "PRIORITY_MODES",
+    "PRIORITY_QUANTILES",
+    "REPLAY_KIND",
     "RUN_CHECKPOINT",
     "RUN_DIRECTORY",
     "RUN_STATE",
@@ -127,10 +140,12 @@ __all__ = [
     "earlier_checkpoints",
     "format_key_path",
     "human_bytes",
+    "importance_quantiles",
     "inspect_path",
     "is_buffer_checkpoint",
     "options_from_state",
     "owning_run",
+    "priority_quantiles",
     "read_leaf",
     "read_run_state",
     "render",

@@ -46,7 +46,7 @@ from bufcore.sampling.samplers import (
 )
 from bufcore.storage.batches import Batch
 from bufcore.storage.ring import RingStorage
-from bufcore.tree import flatten, format_key_path, unflatten
+from bufcore.tree import Spec, flatten, format_key_path, unflatten
 
 
 class DictBuffer(Buffer):
@@ -107,6 +107,16 @@ class DictBuffer(Buffer):
     def size(self) -> int:
         """Rows held (``len(self)``)."""
         return len(self)
+
+    @property
+    def spec(self) -> Spec | None:
+        """What one row holds: key path -> :class:`~bufcore.tree.LeafSpec` (shape after the
+        batch axis, dtype), fixed by the first non-empty extend (or a load); None before.
+
+        A copy: changing it changes nothing in the buffer.
+        """
+        spec = self._storage.spec
+        return None if spec is None else dict(spec)
 
     @property
     def storage(self) -> dict[str, Any] | None:

@@ -27,6 +27,14 @@ row's weight, unless it averages in rows of priority 0). ``beta`` anneals with e
 ``k`` (from 0) uses ``min(1, beta + k * (1 - beta) / anneal_steps)``, the value DI-engine's
 repeated increment reaches without its rounding drift.
 
+Figures for a run's log or a checkpoint's summary (:meth:`PrioritizedSampler.stats`,
+:func:`priority_quantiles`, :func:`importance_quantiles`) use the key names of the DI-engine
+buffers' monitor (``beta``, ``max_priority``, ``priority_min`` ... ``priority_max``), plus
+``is_weight_min``, ``is_weight_median`` and ``is_weight_max``: the importance weights the held
+rows would get, each drawn on its own, at the current ``beta`` (rows of weight 0 are never drawn
+and left out). Under the ``"max"`` reduction a window comes with the weight of its heaviest
+row, so the weights windows get lie in that range too.
+
 The sampler keeps the priorities of the rows its buffer holds, so one sampler serves one
 buffer; the buffer tells it about writes (:class:`~bufcore.sampling.samplers.FollowsWrites`)
 and skips updates of rows overwritten since they were drawn (their write counts differ). Trees
@@ -65,6 +73,12 @@ from bufcore.sampling.windows import (
     window_index,
 )
 
+# The priority quantiles a replay record reports, as (key, q): DI-engine's monitor keys.
+PRIORITY_QUANTILES = (("priority_min", 0.0), ("priority_q25", 0.25), ("priority_median", 0.5),
+                      ("priority_q75", 0.75), ("priority_max", 1.0))
+# The importance-weight quantiles a replay record reports, as (key, q).
+IS_WEIGHT_QUANTILES = (("is_weight_min", 0.0), ("is_weight_median", 0.5),
+                       ("is_weight_max", 1.0))
 Reduction = Literal["max", "mean"]
 REDUCTIONS: tuple[Reduction, ...] = ("max", "mean")
 _OPTIONS = ("alpha", "beta", "anneal_steps", "eps", "reduction")
@@ -279,9 +293,7 @@ class PrioritizedSampler:
         Raises:
             ValueError: a weight too large for the trees' sums to stay finite.
         """
-        weights: np.ndarray = np.power(stored, self._alpha)
-        if self._alpha == 0:
-            weights = weights * (stored > 0)
+        weights = tree_weights(stored, self._alpha)
         sums, _ = self._trees()
         if len(weights) and not weights.max() <= sums.max_leaf:
             raise ValueError(
@@ -464,11 +476,8 @@ class PrioritizedSampler:
     def _importance(self, weights: np.ndarray, device: torch.device) -> torch.Tensor:
         """``(w / w_min) ** -beta`` as float32 on ``device``."""
         _, minimum = self._trees()
-        ratio = weights / minimum.value
-        importance = np.empty(len(ratio), dtype=np.float32)
-        # Computed in float64, rounded once into the float32 output (as astype would).
-        np.power(ratio, -self.beta, out=importance, casting="same_kind")
-        return _on(torch.from_numpy(importance), device)
+        computed = importance(weights, minimum.value, self.beta, dtype=np.float32)
+        return _on(torch.from_numpy(computed), device)
 
     def _draw_windows(
         self, ring: RingPosition, count: int, generator: torch.Generator, window: WindowRequest
@@ -582,6 +591,21 @@ class PrioritizedSampler:
         chosen = draw_categorical(torch.from_numpy(weight), count, _cpu(generator)).numpy()
         return start[chosen], env[chosen], weight[chosen]
 
+    # ------------------------------------------------------------- monitoring
+    def stats(self) -> dict[str, float | None]:
+        """Figures of the held rows, with the DI-engine monitor's key names (see the module
+        docstring): ``beta`` (of the next draw), ``max_priority``, the quantiles of the stored
+        priorities (:func:`priority_quantiles`) and of the importance weights at ``beta``
+        (:func:`importance_quantiles`); the quantiles are None while no row is held."""
+        held = self._priority[: self._held]
+        beta = self.beta
+        return {
+            "beta": beta,
+            "max_priority": self._max_priority,
+            **priority_quantiles(held),
+            **importance_quantiles(held, alpha=self._alpha, beta=beta),
+        }
+
     # ------------------------------------------------------------ state idiom
     def state_dict(self) -> dict[str, Any]:
         """``config`` (the options), ``state`` (max priority, draws so far) and ``tensors``
@@ -625,6 +649,58 @@ class PrioritizedSampler:
         self._priority[:held] = stored
         self._set_range(0, weights)
         self._held = held
+
+
+def tree_weights(priority: np.ndarray, alpha: float) -> np.ndarray:
+    """The weights ``p ** alpha`` that stored priorities have in the trees (a priority of 0
+    weighs 0, also at ``alpha`` 0)."""
+    weights: np.ndarray = np.power(priority, alpha)
+    if alpha == 0:
+        weights = weights * (priority > 0)
+    return weights
+
+
+def importance(
+    weights: np.ndarray, minimum: float, beta: float, *, dtype: type = np.float64
+) -> np.ndarray:
+    """Importance weights ``(w / minimum) ** -beta`` of tree weights ``w``, computed in float64
+    and rounded once into ``dtype`` (as ``astype`` would)."""
+    out: np.ndarray = np.empty(len(weights), dtype=dtype)
+    np.power(weights / minimum, -beta, out=out, casting="same_kind")
+    return out
+
+
+def priority_quantiles(priorities: Any) -> dict[str, float | None]:
+    """The quantiles of :data:`PRIORITY_QUANTILES` of ``priorities`` (array-like, finite:
+    unchecked; all None when there are none)."""
+    values = np.asarray(priorities, dtype=np.float64).reshape(-1)
+    if len(values) == 0:
+        return {name: None for name, _ in PRIORITY_QUANTILES}
+    found = np.quantile(values, [q for _, q in PRIORITY_QUANTILES])
+    return {name: float(v) for (name, _), v in zip(PRIORITY_QUANTILES, found, strict=True)}
+
+
+def importance_quantiles(priorities: Any, *, alpha: float, beta: float) -> dict[str, float | None]:
+    """The quantiles of :data:`IS_WEIGHT_QUANTILES` of the importance weights that rows of
+    these stored ``priorities`` (finite, non-negative: unchecked) get when drawn on their own:
+    ``(w / w_min) ** -beta`` with ``w = p ** alpha`` and ``w_min`` the smallest positive
+    weight, over the rows with a positive weight (all None when there are none). From a
+    checkpoint: the sampler's saved priorities and options, and the ``beta`` its summary
+    gives.
+
+    Raises:
+        TypeError: ``alpha`` or ``beta`` not a real number.
+        ValueError: ``alpha`` negative or ``beta`` outside ``[0, 1]``.
+    """
+    alpha = check_real(alpha, "alpha", minimum=0.0)
+    beta = check_real(beta, "beta", minimum=0.0, maximum=1.0)
+    weights = tree_weights(np.asarray(priorities, dtype=np.float64).reshape(-1), alpha)
+    weights = weights[weights > 0]
+    if len(weights) == 0:
+        return {name: None for name, _ in IS_WEIGHT_QUANTILES}
+    found = np.quantile(importance(weights, float(weights.min()), beta),
+                        [q for _, q in IS_WEIGHT_QUANTILES])
+    return {name: float(v) for (name, _), v in zip(IS_WEIGHT_QUANTILES, found, strict=True)}
 
 
 def _pairwise(values: np.ndarray, combine: np.ufunc) -> np.ndarray:

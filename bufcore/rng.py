@@ -78,6 +78,12 @@ def _generator_on(device: torch.device) -> torch.Generator:
         ) from err
 
 
+def rank_state(rank: int) -> dict[str, int]:
+    """The ``rank`` entry of a buffer's saved state: none for rank 0, whose stream is the seed's
+    own, so a single process saves exactly what it saved before ranks existed."""
+    return {"rank": rank} if rank else {}
+
+
 def branch_generator(generator: torch.Generator, rank: int) -> None:
     """Reseed ``generator`` with rank ``rank``'s branch of its present state: 64 bits of
     ``sha256("bufcore.branch:{rank}:" + state)``, so each rank that takes over one saved stream

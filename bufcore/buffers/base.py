@@ -9,8 +9,8 @@ The state idiom, as torch users know it:
 
 - ``state_dict()`` returns plain data: ``target`` (the ``__target__`` name), ``config`` (the
   config.json fields: constructor options, ``_idx``, ``_is_full``), ``state`` (bufcore-only state:
-  seed, rank (whose sample stream, :func:`bufcore.rng.stream_seed`), generator, the sampler's
-  state), ``nested_key_separator`` and ``batch_dims`` (how the rows
+  seed, rank (whose sample stream, :func:`bufcore.rng.stream_seed`; absent for rank 0),
+  generator, the sampler's state), ``nested_key_separator`` and ``batch_dims`` (how the rows
   are laid out), and ``rows`` (key path -> the filled rows, live views in physical order). A
   sampler passed to the buffer that has state of its own (the prioritized sampler) adds
   ``state["sampler"]`` and its per-row tensors as rows under ``"_sampler"``
@@ -63,6 +63,7 @@ from bufcore.rng import (
     check_buffer_device,
     generator_state,
     make_generator,
+    rank_state,
     restore_generator,
     undone_on_error,
 )
@@ -242,9 +243,9 @@ class Buffer(ABC):
         state, for a prioritized sampler)."""
         storage = self._storage
         rows = storage.rows()
-        saved = {
+        saved: dict[str, Any] = {
             "seed": self.seed,
-            "rank": self.rank,
+            **rank_state(self.rank),
             "generator": generator_state(self._generator),
             **state,
         }

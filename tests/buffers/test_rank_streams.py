@@ -1,6 +1,6 @@
 """Per-rank sample streams: every buffer draws the stream of ``(seed, rank)``; rank 0's is the
-seed's own (a single process draws what it drew before ranks existed); a checkpoint records
-the rank, and a load continues the stream for that rank and branches it for any other.
+seed's own (a single process draws and saves what it did before ranks existed); a checkpoint
+records any other rank, and a load continues the stream for that rank and branches it for any other.
 
 The ``rank=None`` default inside a real process group is pinned by
 tests/distributed/test_process_groups.py."""
@@ -125,6 +125,11 @@ def test_another_rank_loading_a_state_draws_a_branch_of_its_own(kind: str) -> No
     assert draw(type(buffer).from_state_dict(state, rank=1)) == draws[1]  # deterministic
 
 
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_rank_zero_saves_what_a_single_process_saved_before_ranks_existed(kind: str) -> None:
+    assert "rank" not in BUILDERS[kind](3, 0).state_dict()["state"]
+
+
 def test_a_checkpoint_records_the_rank_and_loads_with_its_stream(tmp_path: Path) -> None:
     buffer = transitions(5, 1)
     buffer.save(tmp_path / "b")
@@ -134,11 +139,11 @@ def test_a_checkpoint_records_the_rank_and_loads_with_its_stream(tmp_path: Path)
     assert draw(load_buffer(tmp_path / "b", rank=0)) != draw(load_buffer(tmp_path / "b", rank=1))
 
 
-def test_a_state_saved_before_ranks_existed_is_rank_zeros_stream() -> None:
+def test_a_state_without_a_rank_is_rank_zeros_stream() -> None:
     buffer = transitions(5, 0)
     state = buffer.state_dict()
-    del state["state"]["rank"]
     assert draw(DictBuffer.from_state_dict(state, rank=0)) == draw(buffer)
+    assert draw(DictBuffer.from_state_dict(state, rank=1)) != draw(buffer)
 
 
 def test_a_state_without_a_generator_starts_the_seed_and_rank_stream() -> None:

@@ -34,6 +34,7 @@ page = st.navigation(
             st.Page(PAGES / "metrics.py", title="Metrics"),
             st.Page(PAGES / "curriculum.py", title="Curriculum"),
             st.Page(PAGES / "td_ema.py", title="TD-EMA"),
+            st.Page(PAGES / "replay.py", title="Replay statistics"),
             st.Page(PAGES / "live.py", title="Live"),
             st.Page(PAGES / "compare.py", title="Compare"),
         ],

@@ -9,6 +9,10 @@ probabilities are :func:`bufcore.inspect.window_weights`, the weights the sample
 ``"trajectory"`` weighting each trajectory long enough for a window is equally likely (times its
 priority); with ``"window"`` each valid window is (so a trajectory weighs its window count,
 times its priority). The rows a window needs come from :func:`bufcore.inspect.window_settings`.
+A buffer whose sampler is a :class:`bufcore.PrioritizedSampler` promises what that sampler's
+weights say (:func:`bufcore.inspect.window_shares` for windows, ``row_weights`` for rows), and
+is drawn from a copy: such a sampler anneals ``beta`` with every draw, and the cached buffer all
+sessions share must stay as saved so that a link shows the same weights.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import torch
 
 from app.curriculum_view import sampling_probability
 from app.run_data import EXPERT, ONLINE, TRANSITIONS, ZVECTORS
-from bufcore.inspect import window_counts, window_settings
+from bufcore.inspect import window_counts, window_settings, window_shares
 
 WINDOWED = (ONLINE, EXPERT)
 SAMPLING_KINDS = (ONLINE, EXPERT, TRANSITIONS, ZVECTORS)
@@ -120,6 +124,16 @@ def prepared(buffer: Any, request: LabRequest, priorities: np.ndarray | None = N
     return target
 
 
+def is_prioritized(buffer: Any) -> bool:
+    """Whether ``buffer`` draws with a :class:`bufcore.PrioritizedSampler`."""
+    return getattr(getattr(buffer, "sampler", None), "kind", None) == "prioritized"
+
+
+def drawn_from(buffer: Any) -> Any:
+    """The buffer a draw uses: a copy of a prioritized one (see the module docstring)."""
+    return copy.deepcopy(buffer) if is_prioritized(buffer) else buffer
+
+
 def draw_index(buffer: Any, request: LabRequest, seed: int) -> Any:
     """One batch's :class:`bufcore.SampleIndex`, drawn as ``buffer.sample`` would with a
     generator seeded with ``seed``.
@@ -129,6 +143,7 @@ def draw_index(buffer: Any, request: LabRequest, seed: int) -> Any:
             batch size not a multiple of seq_length, ...).
     """
     generator = torch.Generator().manual_seed(seed)
+    buffer = drawn_from(buffer)
     if request.windowed:
         return buffer.sample_index(request.batch_size, request.seq_length, generator=generator)
     return buffer.sample_index(request.batch_size, generator=generator)
@@ -175,6 +190,9 @@ def expected_trajectory_probabilities(buffer: Any, request: LabRequest) -> np.nd
     """
     if request.seq_length is None or request.weighting is None:
         raise ValueError("request: expected a trajectory buffer's request")
+    if is_prioritized(buffer):
+        shares: np.ndarray = window_shares(buffer, request.seq_length).share
+        return shares
     need = window_settings(buffer).need_for(request.seq_length)
     lengths = buffer.trajectories().lengths.numpy()
     priorities = (
@@ -307,6 +325,7 @@ def draw_many(buffer: Any, request: LabRequest, seed: int, repeats: int) -> list
     if repeats < 1:
         raise ValueError(f"repeats: expected >= 1, got {repeats}")
     generator = torch.Generator().manual_seed(seed)
+    buffer = drawn_from(buffer)
     if request.windowed:
         return [
             buffer.sample_index(request.batch_size, request.seq_length, generator=generator)
@@ -324,7 +343,8 @@ def frequencies(buffer: Any, request: LabRequest, indices: list[Any]) -> Frequen
     if not indices:
         raise ValueError("indices: expected at least one drawn batch")
     if not request.windowed or request.seq_length is None:
-        return _row_frequencies(len(buffer), indices)
+        weights = buffer.sampler.row_weights().numpy() if is_prioritized(buffer) else None
+        return _row_frequencies(len(buffer), indices, weights)
     seq = request.seq_length
     trajectory = torch.cat([index.trajectory for index in indices]).numpy()
     starts = torch.cat([index.rows[::seq] for index in indices]).numpy()
@@ -348,13 +368,19 @@ def frequencies(buffer: Any, request: LabRequest, indices: list[Any]) -> Frequen
     )
 
 
-def _row_frequencies(length: int, indices: list[Any]) -> Frequencies:
-    """Uniform rows: drawn rows per equal bin of ``[0, length)`` against the bin's share."""
+def _row_frequencies(
+    length: int, indices: list[Any], weights: np.ndarray | None = None
+) -> Frequencies:
+    """Drawn rows per equal bin of ``[0, length)`` against the bin's share: of the rows
+    (uniform rows) or of the rows' ``weights`` (``[length]``, a prioritized sampler's)."""
     rows = torch.cat([index.rows for index in indices]).numpy()
     bins = min(length, ROW_BINS)
     edges = np.linspace(0, length, bins + 1).round().astype(np.int64)
     observed: np.ndarray = np.histogram(rows, bins=edges)[0].astype(np.float64)
-    probs = np.diff(edges).astype(np.float64) / length
+    if weights is None:
+        probs = np.diff(edges).astype(np.float64) / length
+    else:
+        probs = np.add.reduceat(weights, edges[:-1]) / weights.sum()
     hit = len(np.unique(rows))
     return Frequencies(
         "row bin", edges[:-1], probs, observed, len(indices), len(rows),

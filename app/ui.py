@@ -10,7 +10,7 @@ return immutable summaries or fresh numpy arrays, never objects the page could m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -54,11 +54,16 @@ from app.trajectory_stats import (
 from bufcore import load_buffer
 from bufcore.inspect import (
     METRICS_FILE,
+    CheckpointSummary,
+    ReplayItems,
     WindowSettings,
+    WindowShares,
     read_leaf,
+    replay_items,
     source_kind,
     summarize_checkpoint,
     window_settings,
+    window_shares,
 )
 
 # session_state key of the re-prioritized expert priorities (Curriculum page -> Sampling lab).
@@ -201,9 +206,15 @@ def source_data(source: Source) -> SourceData | None:
 
 
 def choose_buffer(
-    data: SourceData, *, kinds: Sequence[str] = (), label: str = "Buffer"
+    data: SourceData,
+    *,
+    kinds: Sequence[str] = (),
+    label: str = "Buffer",
+    accept: Callable[[CheckpointSummary], bool] | None = None,
+    need: str | None = None,
 ) -> BufferEntry | None:
-    """A picker over the source's readable buffers (optionally only the given kinds).
+    """A picker over the source's readable buffers (optionally only the given kinds, or
+    those ``accept`` takes; ``need`` says what the page needs when none fits).
 
     Returns:
         The chosen :class:`~app.run_data.BufferEntry` (its ``summary`` is set), or None (a
@@ -212,6 +223,7 @@ def choose_buffer(
     entries = [
         entry for entry in data.buffers
         if entry.summary is not None and (not kinds or entry.summary.kind in kinds)
+        and (accept is None or accept(entry.summary))
     ]
     for entry in data.buffers:
         if entry.error is not None:
@@ -220,7 +232,7 @@ def choose_buffer(
                 f"Buffer `{entry.name}` is unusable: {entry.error}"
             )
     if not entries:
-        show_lack(data, "a " + (" or ".join(kinds) if kinds else "buffer") + " checkpoint")
+        show_lack(data, need or "a " + (" or ".join(kinds) if kinds else "buffer") + " checkpoint")
         return None
     names = [entry.name for entry in entries]
     name = st.selectbox(label, names, key=BUFFER_KEY, bind="query-params")
@@ -419,3 +431,35 @@ def history_of(source: Source, data: SourceData) -> CurriculumHistory | None:
     except READ_ERRORS as err:
         st.warning(f"{checkpoint}: the curriculum state cannot be read: {err}")
         return None
+
+
+@st.cache_data(show_spinner="Reading the buffer's priorities...", max_entries=16)
+def _cached_replay_items(path: str, key: Fingerprint) -> ReplayItems:
+    del key
+    return replay_items(path)
+
+
+def replay_items_of(path: Path) -> ReplayItems:
+    """:func:`bufcore.inspect.replay_items` of the checkpoint at ``path``, cached per
+    checkpoint version.
+
+    Raises:
+        READ_ERRORS for a damaged checkpoint or one without replay figures.
+    """
+    return _cached_replay_items(str(confined(path)), fingerprint(path))
+
+
+@st.cache_data(show_spinner="Weighing every window...", max_entries=16)
+def _cached_window_shares(path: str, seq_length: int, key: Fingerprint) -> WindowShares:
+    return window_shares(_cached_index(path, key), seq_length)
+
+
+def window_shares_of(path: Path, seq_length: int) -> WindowShares:
+    """:func:`bufcore.inspect.window_shares` of the trajectory buffer checkpoint at ``path``
+    (loaded index-only, as :func:`index_buffer`), cached per checkpoint version and length.
+
+    Raises:
+        READ_ERRORS for a damaged checkpoint, or a length no trajectory holds; TypeError: it
+            samples windows without a PrioritizedSampler.
+    """
+    return _cached_window_shares(str(confined(path)), seq_length, fingerprint(path))

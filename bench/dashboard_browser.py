@@ -12,7 +12,10 @@ drives Debian's ``/usr/bin/chromium`` with Playwright (the flags of DESIGN §5):
   the URL and the chart is drawn again; median of 15 (3 tabs x 5 clicks) per buffer.
 
 Targets (issue 19): first render < 2 s, Resample < 0.3 s. The one-minute load average before
-and after is printed beside the numbers: on a shared machine it decides most of them.
+and after is printed beside the numbers: on a shared machine it decides most of them. So is the
+**floor**, measured before and after the pages in the same browser and the same way:
+``bench/floor_app.py`` served alone, a page with only a title, and one with a three-point
+Plotly chart and a Resample button. No dashboard page renders or resamples faster than that.
 """
 
 from __future__ import annotations
@@ -52,12 +55,19 @@ def dashboard(run: Path) -> Iterator[str]:
     """``streamlit run app/main.py`` on ``run``, yielding its URL once it answers."""
     from app.sources import ROOTS_ENV, RUNS_ENV
 
+    env = {**os.environ, RUNS_ENV: str(run), ROOTS_ENV: "", "PYTHONPATH": str(ROOT)}
+    with served(ROOT / "app" / "main.py", env) as url:
+        yield url
+
+
+@contextmanager
+def served(script: Path, env: dict[str, str]) -> Iterator[str]:
+    """``streamlit run script`` on a free local port, yielding its URL once it answers."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
-    env = {**os.environ, RUNS_ENV: str(run), ROOTS_ENV: "", "PYTHONPATH": str(ROOT)}
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
+        [sys.executable, "-m", "streamlit", "run", str(script),
          "--server.address", "127.0.0.1", "--server.port", str(port),
          "--server.headless", "true", "--browser.gatherUsageStats", "false"],
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
@@ -105,27 +115,60 @@ def resample(tab: Any) -> float:
     return elapsed
 
 
+def measure_floor(context: Any) -> dict[str, float]:
+    """First render of ``bench/floor_app.py`` without and with its one chart (median of 3) and
+    its Resample (median of 5)."""
+    result = {}
+    with served(ROOT / "bench" / "floor_app.py", dict(os.environ)) as url:
+        for name, query in (("floor, title only", ""), ("floor, one Plotly chart", "?chart=1")):
+            open_page(context, url + query)[0].close()
+            renders = []
+            for _ in range(3):
+                tab, seconds = open_page(context, url + query)
+                renders.append(seconds)
+                tab.close()
+            result[f"{name}: first render (s)"] = round(statistics.median(renders), 2)
+        tab = open_page(context, url + "?chart=1")[0]
+        clicks = [resample(tab) for _ in range(5)]
+        tab.close()
+        result["floor, one Plotly chart: Resample (s)"] = round(statistics.median(clicks), 3)
+    return result
+
+
+def measure_pages(context: Any, url: str, pages: tuple[str, ...]) -> dict[str, Any]:
+    """Each page's first render (median of 3 fresh tabs) and Resample where it has one."""
+    result: dict[str, Any] = {}
+    for page in pages:  # warm the server's caches and the browser's HTTP cache
+        open_page(context, url + page)[0].close()
+    for page in pages:
+        renders, clicks = [], []
+        for _ in range(3):
+            tab, seconds = open_page(context, url + page)
+            renders.append(seconds)
+            if page.startswith("sampling_lab"):
+                clicks += [resample(tab) for _ in range(5)]
+            tab.close()
+        name = page or "overview"
+        result[f"{name}: first render (s)"] = round(statistics.median(renders), 2)
+        if clicks:
+            result[f"{name}: Resample (s)"] = round(statistics.median(clicks), 3)
+    return result
+
+
 def measure(run: Path, pages: tuple[str, ...]) -> dict[str, Any]:
+    """The floor, then every page, then the floor again, in one browser (see the docstring)."""
     from playwright.sync_api import sync_playwright
 
     result: dict[str, Any] = {"load_before": round(os.getloadavg()[0], 2)}
-    with dashboard(run) as url, sync_playwright() as playwright:
+    with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         context = browser.new_context(viewport={"width": 1400, "height": 1800})
-        for page in pages:  # warm the server's caches and the browser's HTTP cache
-            open_page(context, url + page)[0].close()
-        for page in pages:
-            renders, clicks = [], []
-            for _ in range(3):
-                tab, seconds = open_page(context, url + page)
-                renders.append(seconds)
-                if page.startswith("sampling_lab"):
-                    clicks += [resample(tab) for _ in range(5)]
-                tab.close()
-            name = page or "overview"
-            result[f"{name}: first render (s)"] = round(statistics.median(renders), 2)
-            if clicks:
-                result[f"{name}: Resample (s)"] = round(statistics.median(clicks), 3)
+        before = measure_floor(context)
+        with dashboard(run) as url:
+            result.update(measure_pages(context, url, pages))
+        after = measure_floor(context)
+        for key, seconds in before.items():
+            result[key.replace("(s)", "(s, before / after the pages)")] = [seconds, after[key]]
         browser.close()
     result["load_after"] = round(os.getloadavg()[0], 2)
     return result

@@ -28,6 +28,14 @@ if TYPE_CHECKING:
     from bufcore.buffers.expert import TrajectoryDictBuffer
     from bufcore.buffers.motions import load_expert_trajectories
     from bufcore.buffers.online import TrajectoryDictBufferMultiDim
+    from bufcore.buffers.rlds.convert import (
+        TransitionBuffer,
+        convert_rlds_to_trajectories,
+        create_trajectory_data_spec,
+        push_rlds_to_buffer,
+    )
+    from bufcore.buffers.rlds.expert import expert_buffer_from_rlds
+    from bufcore.buffers.rlds.steps import get_rlds_step_features
     from bufcore.buffers.transition import DictBuffer
     from bufcore.buffers.zbuffer import ZBuffer
     from bufcore.curriculum.curriculum import Curriculum
@@ -42,6 +50,8 @@ if TYPE_CHECKING:
         StateError,
     )
     from bufcore.persist.episodes import load_episode_based_h5, save_episodes
+    from bufcore.persist.rlds_files import read_rlds_episodes
+    from bufcore.runs.replay import ReplayTally
     from bufcore.runs.runlog import RunLogger, read_metrics
     from bufcore.sampling.boundaries import find_start_stop_traj
     from bufcore.sampling.index import SampleIndex
@@ -76,6 +86,7 @@ _HOMES = {
     "StateError": "bufcore.errors",
     "load_episode_based_h5": "bufcore.persist.episodes",
     "save_episodes": "bufcore.persist.episodes",
+    "ReplayTally": "bufcore.runs.replay",
     "RunLogger": "bufcore.runs.runlog",
     "read_metrics": "bufcore.runs.runlog",
     "find_start_stop_traj": "bufcore.sampling.boundaries",
@@ -93,6 +104,13 @@ _HOMES = {
     "compute_td_errors": "bufcore.stats.td_weighting",
     "TrajectoryReplayBuffer": "bufcore.buffers.disk",
     "Trajectory": "bufcore.storage.trajectories",
+    "TransitionBuffer": "bufcore.buffers.rlds.convert",
+    "convert_rlds_to_trajectories": "bufcore.buffers.rlds.convert",
+    "create_trajectory_data_spec": "bufcore.buffers.rlds.convert",
+    "push_rlds_to_buffer": "bufcore.buffers.rlds.convert",
+    "expert_buffer_from_rlds": "bufcore.buffers.rlds.expert",
+    "get_rlds_step_features": "bufcore.buffers.rlds.steps",
+    "read_rlds_episodes": "bufcore.persist.rlds_files",
 }
 
 __all__ = [
@@ -109,6 +127,7 @@ __all__ = [
     "MinTree",
     "NaiveReplayBuffer",
     "PrioritizedSampler",
+    "ReplayTally",
     "RingPosition",
     "Round",
     "RunLogger",
@@ -122,18 +141,25 @@ __all__ = [
     "TrajectoryDictBuffer",
     "TrajectoryDictBufferMultiDim",
     "TrajectoryReplayBuffer",
+    "TransitionBuffer",
     "UniformRows",
     "WindowRequest",
     "ZBuffer",
     "build_weights",
     "compute_td_errors",
+    "convert_rlds_to_trajectories",
+    "create_trajectory_data_spec",
     "emd",
     "emd_to_priorities",
+    "expert_buffer_from_rlds",
     "find_start_stop_traj",
+    "get_rlds_step_features",
     "load_buffer",
     "load_episode_based_h5",
     "load_expert_trajectories",
+    "push_rlds_to_buffer",
     "read_metrics",
+    "read_rlds_episodes",
     "save_episodes",
 ]
 __version__ = "0.1.0"

@@ -43,12 +43,15 @@ examples:
   bufcore demo --out runs/demo --live          # paced to last ~5 minutes, for a dashboard
   bufcore demo --out runs/demo --live --dashboard 8501   # what make demo runs
   bufcore demo --out runs/try --seed 3 --mode bin --steps 3000
+  bufcore demo --out runs/per --prioritized --live --dashboard   # TD-prioritized replay
 """
 
 
 INSPECT_DESCRIPTION = """Summarize PATH without loading it (only metadata is read, never the rows):
   - a buffer checkpoint directory, bufcore's or BFM-Zero's: kind, capacity, length, cursor,
-    full, a spec table with sizes, and the priorities of an expert buffer;
+    full, a spec table with sizes, and the priorities of an expert buffer; for a prioritized
+    sampler its options, max priority, draws, beta, and the quantiles of its saved priorities
+    and importance weights (the one per-row leaf read, 8 bytes a row);
   - a run directory (metrics.jsonl, checkpoint/run.json, checkpoint/buffers/<name>/) or its
     checkpoint/ directory: the log's records, last step and the lines it skipped, the run's
     step, curriculum rounds and TD-EMA state, then every buffer;
@@ -133,6 +136,10 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
                       help=f"time rows of the online buffer (default {defaults.capacity})")
     demo.add_argument("--eval-every", type=_count, default=defaults.eval_every,
                       help=f"env steps per evaluation round (default {defaults.eval_every})")
+    demo.add_argument("--prioritized", action="store_true",
+                      help="draw the online buffer's windows by their TD errors (prioritized "
+                      "replay, max over a window's rows) and log a 'replay' record every 25 "
+                      "env steps")
     demo.add_argument("--live", type=_number, nargs="?", const=300.0, default=None,
                       metavar="SECONDS",
                       help="pace the run to last SECONDS (default 300) so a dashboard can "
@@ -172,6 +179,7 @@ def demo_options(args: argparse.Namespace) -> DemoOptions:
         max_val=args.max_val,
         scale=args.scale,
         live_seconds=args.live,
+        prioritized=args.prioritized,
     )
 
 
@@ -187,7 +195,8 @@ def demo_arguments(out: Path, options: DemoOptions) -> list[str]:
         flags["--live"] = options.live_seconds
     # str() of a float reads back as the same float.
     return ["demo", "--out", str(out), "--quiet",
-            *(part for flag, value in flags.items() for part in (flag, str(value)))]
+            *(part for flag, value in flags.items() for part in (flag, str(value))),
+            *(["--prioritized"] if options.prioritized else [])]
 
 
 def _demo(args: argparse.Namespace) -> int:

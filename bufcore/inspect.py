@@ -24,7 +24,14 @@ tool that looks inside bufcore's files never reaches into a private module:
   weight a drawn window comes from each trajectory), :func:`start_counts` and
   :func:`window_counts` (valid window starts per trajectory); and the TD weighting's
   :func:`clip_fractions` (the fractions of weights any beta and clip bounds clip, from the
-  quantiles ``TDWeighting(quantiles=...)`` logs).
+  quantiles ``TDWeighting(quantiles=...)`` logs); a prioritized sampler's figures,
+  :func:`priority_quantiles` and :func:`importance_quantiles` (the importance weights at a
+  beta, from saved priorities), keyed as the ``replay`` records (:data:`REPLAY_KIND`) list
+  them (:data:`PRIORITY_QUANTILES`, :data:`IS_WEIGHT_QUANTILES`).
+- **Replay statistics** (:func:`replay_items`, :func:`has_replay_items`): each held item's
+  priority, draw probability, importance weight, use and ``collect_iter`` in a prioritized or
+  DI-engine buffer checkpoint; :func:`window_shares`: how a prioritized trajectory buffer's
+  window draws spread over its trajectories.
 - The names of a run directory's files (:data:`METRICS_FILE`, :data:`CHECKPOINT_DIR`,
   :data:`RUN_STATE`, :data:`BUFFERS_DIR`, :data:`CONFIG_FILE`, :data:`TRAIN_STATUS`,
   :data:`HISTORY_DIR`), :func:`earlier_checkpoints` (a run's kept checkpoints) and
@@ -52,6 +59,14 @@ from bufcore.persist.run_checkpoint import (
     read_run_state,
 )
 from bufcore.runs.leaf_read import read_leaf
+from bufcore.runs.replay import REPLAY_KIND
+from bufcore.runs.replay_items import (
+    ReplayItems,
+    WindowShares,
+    has_replay_items,
+    replay_items,
+    window_shares,
+)
 from bufcore.runs.rlinf_summary import (
     IdSpan,
     RLinfSummary,
@@ -91,6 +106,12 @@ from bufcore.runs.summary import (
     summarize_train_status,
     window_settings,
 )
+from bufcore.sampling.prioritized import (
+    IS_WEIGHT_QUANTILES,
+    PRIORITY_QUANTILES,
+    importance_quantiles,
+    priority_quantiles,
+)
 from bufcore.sampling.windows import (
     WEIGHTINGS,
     TrajectoryTable,
@@ -109,8 +130,11 @@ __all__ = [
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
     "HISTORY_DIR",
+    "IS_WEIGHT_QUANTILES",
     "METRICS_FILE",
     "PRIORITY_MODES",
+    "PRIORITY_QUANTILES",
+    "REPLAY_KIND",
     "RLINF_DIRECTORY",
     "RUN_CHECKPOINT",
     "RUN_DIRECTORY",
@@ -126,6 +150,7 @@ __all__ = [
     "MetricsSummary",
     "PrioritySummary",
     "RLinfSummary",
+    "ReplayItems",
     "RunCheckpointSummary",
     "SamplerSummary",
     "SpecRow",
@@ -134,19 +159,24 @@ __all__ = [
     "TrajectoryTable",
     "Weighting",
     "WindowSettings",
+    "WindowShares",
     "buffer_dirs",
     "clip_fractions",
     "earlier_checkpoints",
     "format_key_path",
+    "has_replay_items",
     "human_bytes",
+    "importance_quantiles",
     "inspect_path",
     "is_buffer_checkpoint",
     "is_rlinf_directory",
     "options_from_state",
     "owning_run",
+    "priority_quantiles",
     "read_leaf",
     "read_run_state",
     "render",
+    "replay_items",
     "rounds_from_state",
     "source_kind",
     "start_counts",
@@ -158,5 +188,6 @@ __all__ = [
     "to_json",
     "window_counts",
     "window_settings",
+    "window_shares",
     "window_weights",
 ]

@@ -4,6 +4,10 @@ Each buffer owns a ``torch.Generator`` on its storage device, so sampling never 
 global RNGs and never syncs a CUDA device with the host. :func:`generator_state` turns one into
 plain JSON data (the raw state as base64) and :func:`restore_generator` sets it back, so a buffer
 reloaded from a checkpoint continues the same sample stream.
+
+Data-parallel ranks seed their buffers with one seed, and must still not draw the same batches:
+a buffer's stream is seeded from ``(seed, rank)`` (:func:`stream_seed`). Rank 0 uses the seed
+itself, so a single process (rank 0 of 1) draws exactly what it drew before ranks existed.
 """
 
 from __future__ import annotations
@@ -20,21 +24,36 @@ from bufcore.checks import check_seed, check_usable_device
 from bufcore.errors import StateError, is_out_of_memory
 
 
-def make_generator(device: torch.device, seed: int | None) -> torch.Generator:
-    """A generator on ``device``, seeded with ``seed`` or nondeterministically when ``None``.
+def make_generator(device: torch.device, seed: int | None, *, rank: int = 0) -> torch.Generator:
+    """A generator on ``device`` for rank ``rank``'s stream of ``seed`` (:func:`stream_seed`),
+    or seeded nondeterministically when ``seed`` is ``None``.
 
     Raises:
         TypeError: ``seed`` is not an int or None.
         ValueError: ``seed`` is outside what a generator takes (``[-2**63, 2**64)``), or
             ``device`` is not usable here (no such device, or torch built without it).
     """
-    seed = check_seed(seed)
+    seed = stream_seed(check_seed(seed), rank)
     generator = _generator_on(device)
     if seed is None:
         generator.seed()
     else:
         generator.manual_seed(seed)
     return generator
+
+
+def stream_seed(seed: int | None, rank: int) -> int | None:
+    """The generator seed of rank ``rank``'s sample stream under ``seed``.
+
+    Rank 0: ``seed`` itself (a single process keeps the stream it always had). Rank ``r > 0``:
+    64 bits of ``sha256("bufcore.stream:{seed}:{r}")``, so every ``(seed, rank)`` pair gets its
+    own stream, unrelated to the streams of ``seed + r`` or of other ranks. ``None`` stays
+    ``None`` (each process then seeds nondeterministically).
+    """
+    if seed is None or rank == 0:
+        return seed
+    digest = hashlib.sha256(f"bufcore.stream:{seed}:{rank}".encode("ascii")).digest()
+    return int.from_bytes(digest[:8], "little")
 
 
 def check_buffer_device(device: torch.device) -> torch.device:
@@ -57,6 +76,21 @@ def _generator_on(device: torch.device) -> torch.Generator:
         raise ValueError(
             f"device: {str(device)!r} has no random generator, so a buffer there cannot sample"
         ) from err
+
+
+def rank_state(rank: int) -> dict[str, int]:
+    """The ``rank`` entry of a buffer's saved state: none for rank 0, whose stream is the seed's
+    own, so a single process saves exactly what it saved before ranks existed."""
+    return {"rank": rank} if rank else {}
+
+
+def branch_generator(generator: torch.Generator, rank: int) -> None:
+    """Reseed ``generator`` with rank ``rank``'s branch of its present state: 64 bits of
+    ``sha256("bufcore.branch:{rank}:" + state)``, so each rank that takes over one saved stream
+    draws its own, deterministically."""
+    raw = generator.get_state().numpy().tobytes()
+    digest = hashlib.sha256(f"bufcore.branch:{rank}:".encode("ascii") + raw).digest()
+    generator.manual_seed(int.from_bytes(digest[:8], "little"))
 
 
 def generator_state(generator: torch.Generator) -> dict[str, Any]:

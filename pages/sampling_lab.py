@@ -3,6 +3,8 @@ frequencies against the sampler's promise, and export the draw."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -44,8 +46,9 @@ data = ui.source_data(source) if source is not None else None
 entry = ui.choose_buffer(data, kinds=SAMPLING_KINDS) if data is not None else None
 
 
-def controls(kind: str) -> LabRequest:
-    """The lab's widgets (bound to the URL) as a request."""
+def controls(kind: str, sampler: Any) -> LabRequest:
+    """The lab's widgets (bound to the URL) as a request; ``sampler`` is the checkpoint's
+    saved sampler summary (None: the uniform one)."""
     windowed = kind in (ONLINE, EXPERT)
     cols = st.columns(4)
     batch = cols[0].number_input(
@@ -64,12 +67,22 @@ def controls(kind: str) -> LabRequest:
             "seq_length", min_value=1, max_value=4096, value=8, step=1, key="lab_seq",
             bind="query-params", help="Rows per window (each window stays in one trajectory).",
         )
-        weighting = cols[3].radio(
-            "Weighting", ["trajectory", "window"], key="lab_weighting", bind="query-params",
-            horizontal=True,
-            help="trajectory: each long-enough trajectory equally likely (times its priority), "
-            "then a uniform start; window: every valid window equally likely.",
-        )
+        if sampler is not None:
+            # The prioritized sampler weighs each window itself: no weighting to choose.
+            weighting = "window"
+            options = sampler.options
+            cols[3].caption(
+                f"**Prioritized windows**: a window weighs the {options['reduction']} of its "
+                f"rows' priorities, to the power alpha = {options['alpha']:g}; beta of the "
+                f"next draw {sampler.beta:.3f}."
+            )
+        else:
+            weighting = cols[3].radio(
+                "Weighting", ["trajectory", "window"], key="lab_weighting",
+                bind="query-params", horizontal=True,
+                help="trajectory: each long-enough trajectory equally likely (times its "
+                "priority), then a uniform start; window: every valid window equally likely.",
+            )
     return LabRequest(kind, int(batch), None if seq is None else int(seq), weighting, int(seed))
 
 
@@ -103,7 +116,7 @@ if data is not None and entry is not None and entry.summary is not None:
     summary = entry.summary
     st.caption(f"Sampling from `{entry.path}` ({summary.kind}, {summary.length:,} rows).")
     ui.show_moments(data, None)
-    request = controls(summary.kind)
+    request = controls(summary.kind, summary.sampler)
     priorities = ui.session_priorities(entry.path) if summary.kind == EXPERT else None
     if priorities is not None:
         # On by default: the Curriculum page's Apply says the lab now samples with them. Not
@@ -222,7 +235,9 @@ if data is not None and entry is not None and entry.summary is not None:
         )
 
     st.subheader("Export")
-    saved_weighting = getattr(loaded, "weighting", None)
+    # A prioritized sampler weighs windows itself: the snippet needs no weighting view.
+    saved_weighting = (request.weighting if summary.sampler is not None
+                       else getattr(loaded, "weighting", None))
     st.download_button(
         "Download the batch (CSV)", batch_csv(columns), file_name=f"{entry.name}-seed{seed}.csv",
         mime="text/csv",

@@ -99,6 +99,16 @@ def wait_until_serving(process: subprocess.Popen[str], port: int) -> None:
             time.sleep(0.3)
 
 
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` giving a child Ctrl-C's default disposition, as a terminal's shell does.
+
+    A test run started in the background by a non-interactive shell (``make test &``) inherits
+    SIGINT ignored, and a program rightly leaves an ignored SIGINT ignored; a test of what Ctrl-C
+    does must not depend on how the suite was started.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_once_serving(
     process: subprocess.Popen[str],
     port: int,

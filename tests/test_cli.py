@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bufcore import DictBuffer, load_buffer
-from tests.support import interrupt_once_serving
+from tests.support import as_from_a_terminal, interrupt_once_serving
 
 # A demo small enough for a subprocess test.
 SMALL_DEMO = (
@@ -144,11 +144,15 @@ def test_ctrl_c_during_a_demo_is_one_line_and_exit_130(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_from_a_terminal,
     )
     assert process.stderr is not None
-    first = process.stderr.readline()  # the progress line: the run is under way
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=60)
+    try:
+        first = process.stderr.readline()  # the progress line: the run is under way
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
     assert first.startswith("[")
     assert process.returncode == 130
     assert err.splitlines() == ["bufcore demo: interrupted"]
@@ -171,6 +175,7 @@ def test_ctrl_c_while_the_demo_is_still_importing_torch_is_one_line_and_exit_130
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_from_a_terminal,
     )
     try:
         while process.poll() is None and not _importing_torch(process.pid):

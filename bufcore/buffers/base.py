@@ -9,7 +9,8 @@ The state idiom, as torch users know it:
 
 - ``state_dict()`` returns plain data: ``target`` (the ``__target__`` name), ``config`` (the
   config.json fields: constructor options, ``_idx``, ``_is_full``), ``state`` (bufcore-only state:
-  seed, generator, the sampler's state), ``nested_key_separator`` and ``batch_dims`` (how the rows
+  seed, rank (whose sample stream, :func:`bufcore.rng.stream_seed`; absent for rank 0),
+  generator, the sampler's state), ``nested_key_separator`` and ``batch_dims`` (how the rows
   are laid out), and ``rows`` (key path -> the filled rows, live views in physical order). A
   sampler passed to the buffer that has state of its own (the prioritized sampler) adds
   ``state["sampler"]`` and its per-row tensors as rows under ``"_sampler"``
@@ -53,12 +54,16 @@ from bufcore.checks import (
     check_separator,
     check_usable_device,
 )
+from bufcore.distributed import MAX_RANK, check_rank
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import open_checkpoint, save_checkpoint, saved_ring_position
 from bufcore.rng import (
+    branch_generator,
     check_buffer_device,
     generator_state,
+    make_generator,
+    rank_state,
     restore_generator,
     undone_on_error,
 )
@@ -125,6 +130,8 @@ class Buffer(ABC):
     checkpoint_targets: ClassVar[tuple[str, ...]] = ()
     nested_key_separator: str = "-"
     seed: int | None
+    # Whose sample stream (bufcore.rng.stream_seed); a subclass without the option is rank 0's.
+    rank: int = 0
     device: torch.device
     _storage: RingStorage
     _generator: torch.Generator
@@ -236,7 +243,12 @@ class Buffer(ABC):
         state, for a prioritized sampler)."""
         storage = self._storage
         rows = storage.rows()
-        saved = {"seed": self.seed, "generator": generator_state(self._generator), **state}
+        saved: dict[str, Any] = {
+            "seed": self.seed,
+            **rank_state(self.rank),
+            "generator": generator_state(self._generator),
+            **state,
+        }
         sampler = getattr(self, "_sampler", None)
         if isinstance(sampler, PrioritizedSampler):
             saved["sampler"], sampler_rows = sampler_state(sampler, storage)
@@ -330,6 +342,7 @@ class Buffer(ABC):
         *,
         device: str | torch.device | None = None,
         leaves: Sequence[Key] | None = None,
+        rank: int | None = None,
     ) -> B:
         """The buffer ``state`` describes (a ``state_dict()``, or an opened checkpoint).
 
@@ -339,13 +352,15 @@ class Buffer(ABC):
                 warning, when this host lacks it).
             leaves: Copy only these leaves' rows (and the ones sampling needs); see
                 :meth:`load`. None for all of them.
+            rank: Whose sample stream the buffer draws (see :meth:`load`); None for this
+                process's rank in the default process group (0 without one).
 
         Raises:
             ValueError: ``state`` holds another kind of buffer, or an unknown one; or
                 ``device`` is not one a buffer can live on here (checked first, with the
                 constructor's message).
-            TypeError: ``state`` is not a mapping (nor an opened checkpoint), or ``device`` or
-                ``leaves`` is malformed.
+            TypeError: ``state`` is not a mapping (nor an opened checkpoint), or ``device``,
+                ``leaves`` or ``rank`` is malformed.
             KeyPathError: a key of ``leaves`` matches no stored leaf.
             StateError: a field is malformed or inconsistent (names the field).
             MemoryError: this host cannot allocate the rows (names config's capacity).
@@ -359,11 +374,13 @@ class Buffer(ABC):
         # the caller's argument, never the checkpoint's fault.
         target = None if device is None else check_buffer_device(check_device(device))
         keys = None if leaves is None else key_list(leaves, "leaves")
+        stream = check_rank(rank)
         saved = state if not isinstance(state, Mapping) else _InMemoryState(state)
-        return _build(cls, saved, target, keys)
+        return _build(cls, saved, target, keys, stream)
 
     def load_state_dict(self, state: Mapping[str, Any] | SavedState) -> None:
-        """Make this buffer the one ``state`` describes (on this buffer's device).
+        """Make this buffer the one ``state`` describes (on this buffer's device, drawing this
+        buffer's rank's stream: see :meth:`load`).
 
         Options, rows, ring position and generator all come from ``state``; nothing changes
         unless all of it is valid.
@@ -373,7 +390,7 @@ class Buffer(ABC):
             StateError: a field is malformed or inconsistent.
             MemoryError: the rows cannot be allocated.
         """
-        loaded = type(self).from_state_dict(state, device=self.device)
+        loaded = type(self).from_state_dict(state, device=self.device, rank=self.rank)
         if type(loaded) is not type(self):
             raise ValueError(
                 f"state: holds a {type(loaded).__name__}, not a {type(self).__name__}"
@@ -439,6 +456,7 @@ class Buffer(ABC):
         device: str | torch.device | None = None,
         *,
         leaves: Sequence[Key] | None = None,
+        rank: int | None = None,
     ) -> B:
         """Load a checkpoint of this class or a subclass (also one written by BFM-Zero).
 
@@ -454,19 +472,27 @@ class Buffer(ABC):
         other blocks is not looked for (a full load, or ``bufcore inspect --verify``, hashes
         the whole file).
 
+        The sample stream: loaded by the rank that saved it (state.json's ``rank``; 0 when
+        absent), the buffer continues the saved stream where it stopped. Loaded by another
+        rank, it draws a branch of that stream of its own, so ranks that load one checkpoint
+        (an expert buffer, a single-process run resumed on N ranks) never draw alike. A
+        checkpoint without a generator (BFM-Zero's) starts ``(seed, rank)``'s stream.
+
         Args:
             path: The checkpoint directory.
             device: Where to put the tensors; ``None`` keeps config.json's device.
             leaves: Keys of the leaves to load (a str for a top-level key, a tuple key path; a
                 nested dict's key selects all its leaves), or None for all of them.
+            rank: Whose sample stream the buffer draws; None for this process's rank in the
+                default process group (0 without one).
 
         Raises:
             ValueError: the checkpoint holds another kind of buffer, or an unknown one; or
                 ``device`` is not a device, or not one a buffer can live on here (``"meta"``,
                 a CUDA device this host lacks), checked before anything is read with the
                 constructor's own message.
-            TypeError: ``device`` is neither a str nor a ``torch.device``, or ``leaves`` is
-                not a list of keys (checked before anything is read).
+            TypeError: ``device`` is neither a str nor a ``torch.device``, ``leaves`` is not a
+                list of keys, or ``rank`` not an int or None (checked before anything is read).
             KeyPathError: (a ``KeyError``) a key of ``leaves`` matches no stored leaf (the
                 message lists them); raised before anything is allocated.
             CorruptCheckpointError: a file is damaged or inconsistent, or a field is malformed
@@ -478,8 +504,9 @@ class Buffer(ABC):
         # the caller's argument, never the checkpoint's fault.
         target = None if device is None else check_buffer_device(check_device(device))
         keys = None if leaves is None else key_list(leaves, "leaves")
+        stream = check_rank(rank)
         with open_checkpoint(path, hash_payload=keys is None) as opened:
-            buffer = _build(cls, opened, target, keys)
+            buffer = _build(cls, opened, target, keys, stream)
             if keys is not None:
                 # The rows read were verified block by block; with none read (no rows
                 # stored), the metadata the spec and ring position came from still must be.
@@ -534,10 +561,15 @@ class _InMemoryState:
 
 
 def _build(
-    base: type[B], saved: SavedState, device: torch.device | None, leaves: list[Key] | None
+    base: type[B],
+    saved: SavedState,
+    device: torch.device | None,
+    leaves: list[Key] | None,
+    rank: int,
 ) -> B:
-    """The buffer ``saved`` holds, which must be a ``base``, through its public constructor;
-    with ``leaves``, only those (and the ones sampling needs) are copied."""
+    """The buffer ``saved`` holds, which must be a ``base``, through its public constructor,
+    drawing rank ``rank``'s stream; with ``leaves``, only those (and the ones sampling needs)
+    are copied."""
     # A checkpoint's fields are in its config.json; a state dict's are its own.
     in_memory = isinstance(saved, _InMemoryState)
     config_where = saved.where if in_memory else os.path.join(saved.where, "config.json")
@@ -563,6 +595,8 @@ def _build(
         source = source.only(frozenset(chosen + sampler_rows))
     rows: RowSource = RowsWithout(source, sampler_rows) if sampler else source
     options["seed"] = state.optional("seed", None).validate(check_seed)
+    # A state saved before ranks existed holds rank 0's stream, the only one there was.
+    saved_rank = state.optional("rank", 0).integer(minimum=0, maximum=MAX_RANK)
     if device is not None:
         options["device"] = device
     elif not _available(saved_on := config.optional("device", "cpu").validate(check_device)):
@@ -586,10 +620,30 @@ def _build(
     except MemoryError as err:
         # A sound checkpoint may be too large for this host: not corrupt, but say which field.
         raise MemoryError(f"{config_where}: config['capacity']: {err}") from err
-    saved_generator = saved.state.get("generator")
-    if saved_generator is not None:
-        restore_generator(buffer._generator, saved_generator)
+    _continue_stream(buffer, saved.state.get("generator"), saved_rank, rank)
     return buffer
+
+
+def _continue_stream(
+    buffer: Buffer, saved_generator: Any, saved_rank: int, rank: int
+) -> None:
+    """Give a loaded ``buffer`` rank ``rank``'s sample stream.
+
+    The rank that saved the state continues its stream where it stopped. Any other rank takes a
+    branch of it of its own (:func:`bufcore.rng.branch_generator`), so ranks that all load one
+    checkpoint (an expert buffer, a single-process run resumed on N ranks) never draw alike. A
+    state without a generator (BFM-Zero's) starts ``(seed, rank)``'s stream.
+
+    Raises:
+        StateError: the saved generator is malformed.
+    """
+    buffer.rank = rank
+    if saved_generator is None:
+        buffer._generator = make_generator(buffer.device, buffer.seed, rank=rank)
+        return
+    restore_generator(buffer._generator, saved_generator)
+    if rank != saved_rank:
+        branch_generator(buffer._generator, rank)
 
 
 def buffer_class(target: str, where: str | os.PathLike[str]) -> type[Buffer]:
@@ -626,6 +680,7 @@ def load_buffer(
     device: str | torch.device | None = None,
     *,
     leaves: Sequence[Key] | None = None,
+    rank: int | None = None,
 ) -> Any:
     """Load any bufcore or BFM-Zero buffer checkpoint, dispatching on ``__target__``.
 
@@ -634,17 +689,19 @@ def load_buffer(
         device: Where to put the tensors; ``None`` keeps the device recorded in config.json.
         leaves: Load only these leaves (and the ones sampling needs); None for all. See
             :meth:`Buffer.load`.
+        rank: Whose sample stream the buffer draws (see :meth:`Buffer.load`); None for this
+            process's rank in the default process group (0 without one).
 
     Raises:
         ValueError: unknown ``__target__`` (the message lists the known ones), or ``device``
             is not a device or not one a buffer can live on here (checked first, with the
             constructor's message).
-        TypeError: ``device`` is neither a str nor a ``torch.device``, or ``leaves`` is not a
-            list of keys.
+        TypeError: ``device`` is neither a str nor a ``torch.device``, ``leaves`` is not a
+            list of keys, or ``rank`` not an int or None.
         KeyPathError: a key of ``leaves`` matches no stored leaf (the message lists them).
         CorruptCheckpointError: a file is damaged or differs from the manifest, or a field is
             malformed (names the file and field).
         MemoryError: this host cannot allocate the rows (names config.json's capacity).
         FileNotFoundError: ``path`` is not a directory.
     """
-    return Buffer.load(path, device, leaves=leaves)
+    return Buffer.load(path, device, leaves=leaves, rank=rank)

@@ -35,6 +35,7 @@ from bufcore.buffers.windowed import (
 from bufcore.checks import check_device, check_seed, check_separator, concrete_device
 from bufcore.curriculum.history import preview
 from bufcore.curriculum.priorities import FLOAT32_MAX
+from bufcore.distributed import check_rank
 from bufcore.fields import Field
 from bufcore.rng import make_generator
 from bufcore.sampling.boundaries import find_start_stop_traj
@@ -80,6 +81,9 @@ class TrajectoryDictBuffer(WindowedBuffer):
         nested_key_separator: Joins nested keys into dataset names when saving.
         weighting: ``"trajectory"`` (the reference's) or ``"window"``.
         seed: Seed of the buffer's generator; ``None`` for a nondeterministic one.
+        rank: Whose sample stream of ``seed`` (:func:`bufcore.rng.stream_seed`): ranks sharing
+            a seed draw different batches, rank 0 the seed's own stream. ``None`` for this
+            process's rank in the default process group (0 without one).
 
     Attributes:
         motion_ids: One int per trajectory.
@@ -92,8 +96,8 @@ class TrajectoryDictBuffer(WindowedBuffer):
     Raises:
         ValueError: no episodes, an empty episode, episodes with different keys, trailing
             shapes or leaves of different lengths, a missing ``motion_id_key``, a malformed end
-            column, or a bad option.
-        TypeError: malformed keys, non-numeric leaves, non-int sizes.
+            column, or a bad option (a negative ``rank``).
+        TypeError: malformed keys, non-numeric leaves, non-int sizes, seed or rank.
         KeyError: an output key matches no leaf of the episodes.
     """
 
@@ -119,6 +123,7 @@ class TrajectoryDictBuffer(WindowedBuffer):
         nested_key_separator: str = "-",
         weighting: Weighting = "trajectory",
         seed: int | None = None,
+        rank: int | None = None,
     ) -> None:
         self._window = WindowOptions(seq_length, output_key_t, output_key_tp1, end_key)
         weighting = check_weighting(weighting)
@@ -126,7 +131,8 @@ class TrajectoryDictBuffer(WindowedBuffer):
         self.nested_key_separator = check_separator(nested_key_separator)
         self.device = check_device(device)
         self.seed = check_seed(seed)
-        self._generator = make_generator(self.device, self.seed)
+        self.rank = check_rank(rank)
+        self._generator = make_generator(self.device, self.seed, rank=self.rank)
         end_path, motion_path = self._window.end_path, as_key_path(self.motion_id_key)
         source = (
             episodes

@@ -54,6 +54,7 @@ from bufcore.buffers.windowed import (
     end_matrix,
 )
 from bufcore.checks import check_device, check_int, check_seed, check_separator
+from bufcore.distributed import check_rank
 from bufcore.errors import KeyPathError, StateError
 from bufcore.fields import Field
 from bufcore.rng import make_generator
@@ -90,14 +91,17 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         weighting: ``"trajectory"`` (the reference's) or ``"window"`` (see
             :mod:`bufcore.sampling.windows`).
         seed: Seed of the buffer's generator; ``None`` for a nondeterministic one.
+        rank: Whose sample stream of ``seed`` (:func:`bufcore.rng.stream_seed`): ranks sharing
+            a seed draw different batches, rank 0 the seed's own stream. ``None`` for this
+            process's rank in the default process group (0 without one).
         sampler: ``None`` for the uniform window sampler (with ``weighting``), or a
             :class:`~bufcore.sampling.prioritized.PrioritizedSampler` drawing every valid
             window by its rows' priorities (its state is saved with the buffer's).
 
     Raises:
         ValueError: ``n_dim`` not 1 or 2, ``seq_length`` or ``capacity`` below 1, an unknown
-            weighting or device.
-        TypeError: malformed keys or non-int sizes, or a ``sampler`` that is not a
+            weighting or device, a negative ``rank``.
+        TypeError: malformed keys, non-int sizes, seed or rank, or a ``sampler`` that is not a
             ``PrioritizedSampler``.
     """
 
@@ -121,6 +125,7 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         end_key: Key = DEFAULT_END_KEY,
         weighting: Weighting = "trajectory",
         seed: int | None = None,
+        rank: int | None = None,
         sampler: PrioritizedSampler | None = None,
     ) -> None:
         if sampler is not None and not isinstance(sampler, PrioritizedSampler):
@@ -134,7 +139,8 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         self.device = check_device(device)
         self.nested_key_separator = check_separator(nested_key_separator)
         self.seed = check_seed(seed)
-        self._generator = make_generator(self.device, self.seed)
+        self.rank = check_rank(rank)
+        self._generator = make_generator(self.device, self.seed, rank=self.rank)
         self._storage = RingStorage(self.capacity, device=self.device, batch_dims=self._n_dim)
         self._windows = OnlineWindows(self.capacity, device=self.device, weighting=weighting)
         self._sampler = self._windows if sampler is None else sampler

@@ -31,6 +31,7 @@ from bufcore.buffers.prioritized import (
     weighted_layout,
 )
 from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
+from bufcore.distributed import check_rank
 from bufcore.fields import Field
 from bufcore.persist.hdf5_file import read_row_datasets
 from bufcore.rng import make_generator
@@ -45,7 +46,7 @@ from bufcore.sampling.samplers import (
 )
 from bufcore.storage.batches import Batch
 from bufcore.storage.ring import RingStorage
-from bufcore.tree import flatten, format_key_path, unflatten
+from bufcore.tree import Spec, flatten, format_key_path, unflatten
 
 
 class DictBuffer(Buffer):
@@ -61,6 +62,9 @@ class DictBuffer(Buffer):
         device: Where the rows live and where samples (and their indices) are created.
         nested_key_separator: Joins nested keys into dataset names in ``buffer.hdf5``.
         seed: Seed of the buffer's own generator; ``None`` for a nondeterministic one.
+        rank: Whose sample stream of ``seed`` (:func:`bufcore.rng.stream_seed`): ranks sharing
+            a seed draw different batches, rank 0 the seed's own stream. ``None`` for this
+            process's rank in the default process group (0 without one).
         sampler: Which rows a sample reads; ``None`` for uniform rows with replacement (the
             reference's). A :class:`~bufcore.sampling.prioritized.PrioritizedSampler` (its
             state is saved and loaded with the buffer's), or any other
@@ -69,8 +73,9 @@ class DictBuffer(Buffer):
             ones) and which a save does not record (a load draws uniformly again).
 
     Raises:
-        ValueError: ``capacity < 1``, an unknown device, or an empty separator or one with '/'.
-        TypeError: ``capacity`` or ``seed`` is not an int, or the separator not a str.
+        ValueError: ``capacity < 1``, an unknown device, an empty separator or one with '/',
+            or a negative ``rank``.
+        TypeError: ``capacity``, ``seed`` or ``rank`` is not an int, or the separator not a str.
     """
 
     checkpoint_targets: ClassVar[tuple[str, ...]] = (
@@ -86,13 +91,15 @@ class DictBuffer(Buffer):
         device: str | torch.device = "cpu",
         nested_key_separator: str = "-",
         seed: int | None = None,
+        rank: int | None = None,
         sampler: Sampler | None = None,
     ) -> None:
         self.capacity = check_int(capacity, "capacity", minimum=1)
         self.device = check_device(device)
         self.nested_key_separator = check_separator(nested_key_separator)
         self.seed = check_seed(seed)
-        self._generator = make_generator(self.device, self.seed)
+        self.rank = check_rank(rank)
+        self._generator = make_generator(self.device, self.seed, rank=self.rank)
         self._storage = RingStorage(self.capacity, device=self.device)
         self._sampler: Sampler = UniformRows() if sampler is None else check_sampler(sampler)
 
@@ -100,6 +107,16 @@ class DictBuffer(Buffer):
     def size(self) -> int:
         """Rows held (``len(self)``)."""
         return len(self)
+
+    @property
+    def spec(self) -> Spec | None:
+        """What one row holds: key path -> :class:`~bufcore.tree.LeafSpec` (shape after the
+        batch axis, dtype), fixed by the first non-empty extend (or a load); None before.
+
+        A copy: changing it changes nothing in the buffer.
+        """
+        spec = self._storage.spec
+        return None if spec is None else dict(spec)
 
     @property
     def storage(self) -> dict[str, Any] | None:

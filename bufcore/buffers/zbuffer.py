@@ -21,6 +21,7 @@ from bufcore.checks import (
     check_seed,
     check_usable_device,
 )
+from bufcore.distributed import check_rank
 from bufcore.fields import Field
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
@@ -41,12 +42,15 @@ class ZBuffer(Buffer):
         device: Where vectors live.
         dtype: Stored dtype.
         seed: Seed of the buffer's own generator; ``None`` for a nondeterministic one.
+        rank: Whose sample stream of ``seed`` (:func:`bufcore.rng.stream_seed`): ranks sharing
+            a seed draw different batches, rank 0 the seed's own stream. ``None`` for this
+            process's rank in the default process group (0 without one).
 
     Raises:
         ValueError: ``capacity`` or ``dim`` below 1, a dtype that cannot be stored (complex,
             float8), a device that is unknown or not usable in this process, a seed outside
-            ``[-2**63, 2**64)``.
-        TypeError: ``dtype`` is not a torch dtype; non-int sizes or seed.
+            ``[-2**63, 2**64)``, a negative ``rank``.
+        TypeError: ``dtype`` is not a torch dtype; non-int sizes, seed or rank.
     """
 
     checkpoint_targets: ClassVar[tuple[str, ...]] = (
@@ -61,13 +65,15 @@ class ZBuffer(Buffer):
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
         seed: int | None = None,
+        rank: int | None = None,
     ) -> None:
         self.capacity = check_int(capacity, "capacity", minimum=1)
         self.dim = check_int(dim, "dim", minimum=1)
         self.dtype = check_dtype(dtype, "dtype", STORABLE)
         self.device = check_device(device)
         self.seed = check_seed(seed)
-        self._generator = make_generator(self.device, self.seed)
+        self.rank = check_rank(rank)
+        self._generator = make_generator(self.device, self.seed, rank=self.rank)
         self._storage = RingStorage(self.capacity, device=self.device)
         self._storage.allocate({_Z: LeafSpec((self.dim,), dtype)}, None)
         self._sampler: UniformRows = UniformRows()

@@ -7,11 +7,17 @@ the simulator's motion sampler (its ``update_sampling_weight_by_id``), so episod
 motions as often as training replays them. A :class:`Curriculum` does that for one round at a
 time, all or nothing, and keeps the history (:mod:`bufcore.curriculum.history`) that
 checkpoints and the dashboard read.
+
+Data-parallel, the ranks evaluate different motions; :meth:`Curriculum.apply_gathered` gathers
+their shares (:mod:`bufcore.distributed`) into one complete round that every rank applies, so
+every rank's expert buffer gets the same priorities.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -26,6 +32,7 @@ from bufcore.curriculum.history import (
     rounds_from_state,
 )
 from bufcore.curriculum.priorities import PriorityOptions, check_emd_value
+from bufcore.distributed import all_gather_checked
 from bufcore.errors import StateError
 
 
@@ -205,21 +212,18 @@ class Curriculum:
         return {m: names[self._index_in_buffer[m]] for m in motions}
 
     def _check_round(self, emd_by_motion: Mapping[int, float]) -> dict[int, float]:
-        if not isinstance(emd_by_motion, Mapping):
-            raise TypeError(
-                f"emd_by_motion: expected a mapping of motion id -> EMD, "
-                f"got {type(emd_by_motion).__name__}"
-            )
-        emds: dict[int, float] = {}
-        for motion, value in emd_by_motion.items():
-            motion_id = check_int(motion, "emd_by_motion: motion id")
-            emds[motion_id] = check_real(value, f"emd_by_motion[{motion_id}]", finite=False)
+        emds = _read_emds(emd_by_motion)
         missing = [m for m in self._motion_ids if m not in emds]
         if missing:
             raise ValueError(
                 f"emd_by_motion: {len(missing)} motion(s) of the buffer were not evaluated: "
                 f"{preview(missing)}"
             )
+        return self._check_share(emds)
+
+    def _check_share(self, emds: dict[int, float]) -> dict[int, float]:
+        """``emds`` (read by :func:`_read_emds`) with every motion in the buffer and every EMD
+        finite and >= 0."""
         unknown = [m for m in emds if m not in self._index_in_buffer]
         if unknown:
             raise ValueError(
@@ -227,6 +231,93 @@ class Curriculum:
                 f"{preview(unknown)}"
             )
         return {m: check_emd_value(value, f"emd_by_motion[{m}]") for m, value in emds.items()}
+
+    # ------------------------------------------------------------------ across ranks
+    def apply_gathered(self, emd_by_motion: Mapping[int, float], *, step: int) -> Round:
+        """Apply one round whose motions were evaluated across the ranks of the default
+        process group: each rank passes the EMDs of the motions it evaluated.
+
+        One gather brings every rank's share to every rank; each merges them into the complete
+        round (in the buffer's motion order) and applies it with :meth:`apply`, so every rank
+        records the same :class:`Round` and its buffer gets the same priorities. Without a
+        process group this is :meth:`apply` of ``emd_by_motion``.
+
+        Every rank must call it (it is a collective), with the same ``step``, over an expert
+        buffer holding the same motions, under the same options. An error in one rank's share
+        fails every rank (the others name that rank), so no rank waits for a round that never
+        comes. What follows the gather is each rank's own: a hook
+        (``update_sampling_weight_by_id``) that raises fails that rank's round only.
+
+        Args:
+            emd_by_motion: This rank's share: motion id -> EMD for the motions it evaluated
+                (any number, none included).
+            step: Training step of the evaluation (an int >= 0), the same on every rank.
+
+        Returns:
+            The :class:`Round` appended to :attr:`history` (the same on every rank).
+
+        Raises:
+            TypeError: a share is not a mapping, has a key that is not an int or a value
+                that is not a number, or ``step`` is not an int.
+            ValueError: a share has an EMD that is NaN, infinite or negative, or a motion not in
+                the buffer; a motion was evaluated on two ranks; motions were evaluated on no
+                rank; the ranks passed different steps, or hold other motions or options; or as
+                :meth:`apply`. On the ranks whose share was fine, the message starts with
+                ``"rank R: "``, naming the rank whose share was not.
+        """
+        own = self._motion_digest()
+
+        def share() -> dict[str, Any]:
+            return {
+                "step": check_int(step, "step", minimum=0),
+                "options": self.options,
+                "motions": own,
+                "emd": list(self._check_share(_read_emds(emd_by_motion)).items()),
+            }
+
+        shares = all_gather_checked(share)
+        for field in ("step", "options", "motions"):
+            if any(s[field] != shares[0][field] for s in shares):
+                seen = [s[field] for s in shares]
+                raise ValueError(
+                    f"apply_gathered: the ranks differ in {field} (rank order): "
+                    f"{seen if field != 'motions' else 'other motion ids'}; every rank must "
+                    "apply the same round to the same motions under the same options"
+                )
+        return self.apply(self._merge(shares), step=shares[0]["step"])
+
+    def _merge(self, shares: list[dict[str, Any]]) -> dict[int, float]:
+        """The complete round from the ranks' shares, in the buffer's motion order.
+
+        Raises:
+            ValueError: a motion in two shares, or in none.
+        """
+        owner: dict[int, int] = {}
+        emds: dict[int, float] = {}
+        twice: list[str] = []
+        for rank, entry in enumerate(shares):
+            for motion, value in entry["emd"]:
+                if motion in owner:
+                    twice.append(f"{motion} (ranks {owner[motion]} and {rank})")
+                owner.setdefault(motion, rank)
+                emds[motion] = value
+        if twice:
+            shown = ", ".join(twice[:20]) + (", ..." if len(twice) > 20 else "")
+            raise ValueError(
+                f"emd_by_motion: {len(twice)} motion(s) were evaluated on more than one rank: "
+                f"{shown}; each motion must be evaluated on exactly one rank"
+            )
+        missing = [m for m in self._motion_ids if m not in emds]
+        if missing:
+            raise ValueError(
+                f"emd_by_motion: {len(missing)} motion(s) of the buffer were evaluated on no "
+                f"rank: {preview(missing)}"
+            )
+        return {m: emds[m] for m in self._motion_ids}
+
+    def _motion_digest(self) -> str:
+        """A short fingerprint of the buffer's motion ids (ranks compare it, not the list)."""
+        return hashlib.sha256(json.dumps(self._motion_ids).encode("ascii")).hexdigest()[:16]
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
@@ -289,6 +380,24 @@ class Curriculum:
         )
         curriculum._history = rounds_from_state(state, set(curriculum._motion_ids))
         return curriculum
+
+
+def _read_emds(emd_by_motion: Any) -> dict[int, float]:
+    """Motion id -> number (not yet checked as an EMD).
+
+    Raises:
+        TypeError: not a mapping, a key not an int, or a value not a number.
+    """
+    if not isinstance(emd_by_motion, Mapping):
+        raise TypeError(
+            f"emd_by_motion: expected a mapping of motion id -> EMD, "
+            f"got {type(emd_by_motion).__name__}"
+        )
+    emds: dict[int, float] = {}
+    for motion, value in emd_by_motion.items():
+        motion_id = check_int(motion, "emd_by_motion: motion id")
+        emds[motion_id] = check_real(value, f"emd_by_motion[{motion_id}]", finite=False)
+    return emds
 
 
 def _check_motion_ids(motion_ids: Sequence[Any]) -> list[int]:

@@ -11,6 +11,13 @@ loop writes::
 and a dashboard polls::
 
     records, offset = read_metrics(run_dir / "metrics.jsonl", offset)
+
+Data-parallel, every rank makes a logger and calls ``log`` alike; rank 0 alone writes
+``metrics.jsonl`` (the seed's rank-0-only logging), and figures each rank has of its own
+(buffer occupancy, samples drawn) are gathered into rank 0's record instead of being lost::
+
+    log.log("train", step, {"loss": loss}, per_rank={"occupancy": len(buffer), "sampled": n})
+    # rank 0 writes {..., "loss": ..., "ranks": {"occupancy": [r0, r1, ...], "sampled": [...]}}
 """
 
 from __future__ import annotations
@@ -24,16 +31,30 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+import torch
+
 from bufcore.checks import check_bool, check_int, check_path
+from bufcore.distributed import all_gather_checked, rank
 from bufcore.persist.jsonl import MAX_LINE_BYTES, LineAppender, read_lines
 from bufcore.persist.run_checkpoint import METRICS_FILE
 from bufcore.runs.records import decode_record, encode_record
+
+RANKS_KEY = "ranks"
+"""The record key under which :meth:`RunLogger.log` puts the per-rank figures."""
+# A per-rank figure is one number: ints within what records hold (int64/uint64).
+_FIGURE_INTS = (-(2**63), 2**64 - 1)
 
 
 class RunLogger:
     """Writes a run's ``metrics.jsonl``: one JSON object per line, each written and handed to
     the operating system before :meth:`log` returns (a reader sees it at once; a crash of this
     process loses nothing logged).
+
+    In a default process group (:mod:`bufcore.distributed`; make the logger after
+    ``init_process_group``), only rank 0 writes: on other ranks the logger touches no file and
+    :meth:`log` checks and returns the record without writing it. Every rank calls ``log``
+    alike, so that figures passed as ``per_rank`` reach rank 0's record.
 
     Args:
         run_dir: The run directory; created if missing.
@@ -58,19 +79,41 @@ class RunLogger:
         directory = check_path(run_dir, "run_dir")
         if not callable(clock):
             raise TypeError(f"clock: expected a callable returning seconds, got {clock!r:.80}")
+        fresh = check_bool(fresh, "fresh")
         self._clock = clock
-        self._appender = LineAppender(directory / METRICS_FILE, fresh=check_bool(fresh, "fresh"))
+        self._path = directory / METRICS_FILE
+        self._rank = rank()
+        self._appender = LineAppender(self._path, fresh=fresh) if self._rank == 0 else None
+        self._closed = False
 
     @property
     def path(self) -> Path:
-        """The ``metrics.jsonl`` file."""
-        return self._appender.path
+        """The ``metrics.jsonl`` file (rank 0's, which only rank 0 writes)."""
+        return self._path
 
-    def log(self, kind: str, step: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    @property
+    def writes(self) -> bool:
+        """Whether this logger writes the file: rank 0's does (so does a lone process's)."""
+        return self._appender is not None
+
+    def log(
+        self,
+        kind: str,
+        step: int,
+        metrics: Mapping[str, Any],
+        *,
+        per_rank: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Append ``{"step": step, "time": clock(), "kind": kind, **metrics}`` as one line.
 
         Metrics keep their order. The whole record is checked and encoded before a byte is
         written: after an error the file is as before.
+
+        With ``per_rank``, each rank's figures are gathered (one collective: every rank must
+        pass ``per_rank`` in the same calls) and the record ends with ``"ranks": {name:
+        [rank 0's, rank 1's, ...]}``; a lone process writes lists of one. Any rank's invalid
+        record or figures fail every rank's call (the others name that rank), so no rank is
+        left waiting. The record's other metrics and its time are rank 0's.
 
         Args:
             kind: What the record is (``"train"``, ``"eval"``, ...): an ASCII identifier.
@@ -80,10 +123,14 @@ class RunLogger:
                 numpy arrays and torch tensors with at most one dimension and 4096 elements
                 (written as lists). Non-finite floats are written as null and named in the
                 record's ``nonfinite`` object.
+            per_rank: str keys to this rank's figures: one number each (int, float, bool,
+                None, a numpy scalar or a one-element tensor); the same keys on every rank.
+                ``metrics`` must not hold ``"ranks"`` then.
 
         Returns:
             The record as written (JSON data: tuples and arrays as lists, non-finite floats as
-            None, plus ``nonfinite`` where there were any).
+            None, plus ``nonfinite`` where there were any); on a rank other than 0, the record
+            as rank 0 would write it with this rank's metrics, not written.
 
         Raises:
             TypeError: an argument or value of the wrong kind; the message names the key path
@@ -91,19 +138,43 @@ class RunLogger:
             ValueError: ``kind`` not an identifier, ``step`` negative, a reserved key, an int
                 beyond 64 bits, an array of more than one dimension or 4096 elements, nesting
                 deeper than 32 levels, a record longer than 16 MiB, a non-finite ``clock()``,
-                or the logger is closed.
+                or the logger is closed; with ``per_rank``: ``"ranks"`` among the metrics, or
+                ranks that passed different keys.
             OSError: the write failed (the part written is removed again).
         """
-        if self._appender.closed:
-            raise ValueError(f"{self.path}: the logger is closed")
-        record = encode_record(kind, step, self._clock(), metrics)
-        line = json.dumps(record, allow_nan=False).encode("ascii") + b"\n"
-        self._appender.write_line(line)
+        if per_rank is None:
+            self._check_open()
+            record = encode_record(kind, step, self._clock(), metrics)
+        else:
+            now = self._clock()
+
+            def figures() -> dict[str, Any]:
+                self._check_open()
+                encode_record(kind, step, now, metrics)  # fails every rank, not rank 0 alone
+                if isinstance(metrics, Mapping) and RANKS_KEY in metrics:
+                    raise ValueError(
+                        f"metrics[{RANKS_KEY!r}]: holds the per-rank figures when per_rank is "
+                        "given; use another name"
+                    )
+                return _figures(per_rank)
+
+            record = encode_record(
+                kind, step, now, {**metrics, RANKS_KEY: _by_name(all_gather_checked(figures))}
+            )
+        if self._appender is not None:
+            line = json.dumps(record, allow_nan=False).encode("ascii") + b"\n"
+            self._appender.write_line(line)
         return record
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self.path}: the logger is closed")
 
     def close(self) -> None:
         """Close the file (fsynced first); idempotent."""
-        self._appender.close()
+        self._closed = True
+        if self._appender is not None:
+            self._appender.close()
 
     def __enter__(self) -> RunLogger:
         return self
@@ -117,8 +188,53 @@ class RunLogger:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._appender.closed else "open"
-        return f"RunLogger({str(self.path)!r}, {state})"
+        state = "closed" if self._closed else "open"
+        role = "" if self.writes else f", rank {self._rank}: writes nothing"
+        return f"RunLogger({str(self.path)!r}, {state}{role})"
+
+
+def _figures(per_rank: Any) -> dict[str, Any]:
+    """This rank's figures as JSON numbers.
+
+    Raises:
+        TypeError: not a mapping, a non-str key, or a value that is not one number.
+        ValueError: an int beyond 64 bits.
+    """
+    if not isinstance(per_rank, Mapping):
+        raise TypeError(f"per_rank: expected a mapping, got {type(per_rank).__name__}")
+    figures: dict[str, Any] = {}
+    for key, value in per_rank.items():
+        if not isinstance(key, str):
+            raise TypeError(f"per_rank: keys must be str, got {key!r:.80}")
+        where = f"per_rank[{key!r}]"
+        if isinstance(value, torch.Tensor | np.ndarray | np.generic):
+            count = value.numel() if isinstance(value, torch.Tensor) else value.size
+            if count != 1:
+                raise TypeError(f"{where}: expected one number, got {count} values")
+            value = value.item()
+        if value is None or isinstance(value, bool | float):
+            figures[key] = value
+        elif isinstance(value, int):
+            figures[key] = check_int(value, where, minimum=_FIGURE_INTS[0], maximum=_FIGURE_INTS[1])
+        else:
+            raise TypeError(f"{where}: expected one number, got {type(value).__name__}")
+    return figures
+
+
+def _by_name(shares: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The ranks' figures as name -> [rank 0's, rank 1's, ...].
+
+    Raises:
+        ValueError: the ranks passed different keys.
+    """
+    names = list(shares[0])
+    for rank_number, share in enumerate(shares):
+        if sorted(share) != sorted(names):
+            raise ValueError(
+                f"per_rank: rank {rank_number} passed {sorted(share)}, rank 0 {sorted(names)}; "
+                "every rank must pass the same figures"
+            )
+    return {name: [share[name] for share in shares] for name in names}
 
 
 def read_metrics(

@@ -12,7 +12,8 @@ A path may be (checked in this order):
   :mod:`bufcore.runs.rlinf_summary` (for :func:`inspect_path` only: it is no source kind the
   dashboard lists, yet).
 
-Everything is read through :mod:`bufcore.runs.summary` (no rows are read); this module only
+Everything is read through :mod:`bufcore.runs.summary` (no rows are read, but for a prioritized
+sampler's priorities, 8 bytes a row, for their quantiles); this module only
 looks at which entries exist (and whether a config.json names a buffer's ``__target__``).
 :func:`inspect_path` returns an :class:`Inspection` (what ``bufcore inspect`` shows);
 :func:`render` turns it into lines and :func:`to_json` into plain JSON-ready data.
@@ -94,7 +95,8 @@ class Inspection:
 
 
 def inspect_path(path: str | os.PathLike[str], *, verify: bool = False) -> Inspection:
-    """Find what ``path`` is and summarize it without reading any buffer's rows.
+    """Find what ``path`` is and summarize it without reading any buffer's rows (but a
+    prioritized sampler's saved priorities: see :func:`~bufcore.runs.summary.summarize_checkpoint`).
 
     Args:
         path: A buffer checkpoint, run checkpoint, run or BFM-Zero work directory.
@@ -354,6 +356,8 @@ def _buffer_lines(name: str, s: CheckpointSummary) -> list[str]:
                 f"{s.sampler.steps} draws, beta now {s.sampler.beta:.4g}",
             )
         )
+        if s.sampler.stats is not None:
+            lines.append(_field("", _sampler_stats(s.sampler.stats)))
     return lines
 
 
@@ -388,6 +392,20 @@ def _rlinf_lines(s: RLinfSummary) -> list[str]:
         lines.append(_field("orphans", f"{s.orphans} files the index does not name "
                                        "(remove_orphan_files() removes them)"))
     return lines
+
+
+def _sampler_stats(stats: dict[str, float | None]) -> str:
+    """The saved priorities' and importance weights' quantiles on one line."""
+    if stats["priority_min"] is None:
+        return "priorities: none held"
+
+    def listed(prefix: str, names: tuple[str, ...]) -> str:
+        return ", ".join(f"{name} {stats[f'{prefix}_{name}']:.3g}" for name in names)
+
+    return (
+        f"priorities {listed('priority', ('min', 'q25', 'median', 'q75', 'max'))}; "
+        f"IS weights at beta now {listed('is_weight', ('min', 'median', 'max'))}"
+    )
 
 
 def _field(label: str, text: str) -> str:

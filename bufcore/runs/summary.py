@@ -1,6 +1,8 @@
 """Summaries: what a buffer checkpoint, a run's ``run.json`` and its metrics log hold, read lazily.
 
-Everything here answers "what is in there?" without reading a buffer's rows:
+Everything here answers "what is in there?" without reading a buffer's rows (but for a
+prioritized sampler's per-row priorities, 8 bytes a row, which :func:`summarize_checkpoint`
+reads for their quantiles):
 
 - :func:`summarize_checkpoint`: a buffer checkpoint's kind, ring position, spec and saved
   priorities. It opens the checkpoint the way a load does
@@ -24,6 +26,7 @@ of :func:`bufcore.buffers.base.buffer_class`), the curriculum's by
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -33,13 +36,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from bufcore.buffers.base import Buffer, buffer_class
 from bufcore.buffers.ding.config import saved_config
 from bufcore.buffers.ding.core import DingBuffer
 from bufcore.buffers.ding.episode import EpisodeReplayBuffer
 from bufcore.buffers.ding.saving import saved_status
-from bufcore.buffers.prioritized import saved_sampler
+from bufcore.buffers.prioritized import SAMPLER_KEY, SAMPLER_KINDS, saved_sampler
 from bufcore.buffers.windowed import WindowedBuffer, WindowOptions
 from bufcore.checks import check_bool, check_int
 from bufcore.curriculum.history import options_from_state, rounds_from_state
@@ -59,8 +63,10 @@ from bufcore.persist.run_checkpoint import (
     read_train_status,
 )
 from bufcore.runs.runlog import read_metrics
+from bufcore.sampling.prioritized import importance_quantiles, priority_quantiles
+from bufcore.sampling.segment_tree import check_weights
 from bufcore.sampling.windows import Weighting
-from bufcore.tree import KeyPath, as_key_path, dtype_name
+from bufcore.tree import KeyPath, as_key_path, dtype_name, format_key_path
 
 # How many of the highest priorities a summary lists.
 TOP_PRIORITIES = 5
@@ -121,6 +127,13 @@ class SamplerSummary:
         max_priority: The largest priority given so far (what a new row gets).
         steps: Draws so far.
         beta: The importance-weight exponent of the next draw.
+        stats: The quantiles of the held rows' saved priorities and of their importance
+            weights at ``beta``, keyed as in a ``replay`` record (``priority_min``,
+            ``priority_q25``, ``priority_median``, ``priority_q75``, ``priority_max``,
+            ``is_weight_min``, ``is_weight_median``, ``is_weight_max``; None each when no row
+            is held): what :func:`summarize_checkpoint` reads from the sampler's priority
+            leaf. None where they were not read (:func:`summarize_opened`, and DI-engine
+            buffers, whose monitor reports its own).
     """
 
     kind: str
@@ -128,6 +141,7 @@ class SamplerSummary:
     max_priority: float
     steps: int
     beta: float
+    stats: dict[str, float | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -220,7 +234,9 @@ def summarize_checkpoint(
     Every check a load makes on the small files and on buffer.hdf5's metadata is made (the
     manifest's checksum, format and fields; the class's parser on config.json and state.json;
     the ring position against the rows stored; the datasets against the manifest), so a
-    checkpoint that summarizes also opens.
+    checkpoint that summarizes also opens. Of the rows, only a prioritized sampler's saved
+    priorities are read (8 bytes a row, checked as a load checks them and verified block by
+    block), for :attr:`SamplerSummary.stats`.
 
     Args:
         path: The checkpoint directory (bufcore's or BFM-Zero's).
@@ -236,8 +252,41 @@ def summarize_checkpoint(
     """
     verify = check_bool(verify, "verify")
     return load_checkpoint(
-        path, lambda opened: summarize_opened(opened, verify=verify), hash_payload=verify
+        path,
+        lambda opened: _with_sampler_stats(opened, summarize_opened(opened, verify=verify)),
+        hash_payload=verify,
     )
+
+
+def _with_sampler_stats(opened: OpenedCheckpoint, summary: CheckpointSummary) -> CheckpointSummary:
+    """``summary`` with its prioritized sampler's :attr:`SamplerSummary.stats`, from the
+    saved priority leaf (unchanged for other buffers and DI-engine's).
+
+    Raises:
+        StateError: the priorities are missing, of another shape or dtype, or not finite and
+            non-negative (as a load refuses them).
+    """
+    sampler = summary.sampler
+    if sampler is None or summary.ding is not None:
+        return summary
+    priorities = np.empty(0)
+    if summary.length:
+        source = opened.row_source(summary.separator, summary.batch_dims)
+        path = (SAMPLER_KEY, SAMPLER_KINDS[sampler.kind].row_tensors[0])
+        leaf = source.spec.get(path)
+        if leaf is None or leaf.shape != () or leaf.dtype != torch.float64:
+            got = "no dataset" if leaf is None else f"shape {list(leaf.shape)}, {leaf.dtype}"
+            raise StateError("rows", f"{format_key_path(path)}: expected float64 rows, got {got}")
+        read = source.read_rows(path, slice(0, summary.length)).reshape(-1)
+        try:
+            priorities = check_weights(read, len(read), "priority")
+        except (TypeError, ValueError) as err:
+            raise StateError("rows", f"{format_key_path(path)}: {err}") from err
+    stats = {
+        **priority_quantiles(priorities),
+        **importance_quantiles(priorities, alpha=sampler.options["alpha"], beta=sampler.beta),
+    }
+    return dataclasses.replace(summary, sampler=dataclasses.replace(sampler, stats=stats))
 
 
 def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> CheckpointSummary:

@@ -27,6 +27,14 @@ row's weight, unless it averages in rows of priority 0). ``beta`` anneals with e
 ``k`` (from 0) uses ``min(1, beta + k * (1 - beta) / anneal_steps)``, the value DI-engine's
 repeated increment reaches without its rounding drift.
 
+Figures for a run's log or a checkpoint's summary (:meth:`PrioritizedSampler.stats`,
+:func:`priority_quantiles`, :func:`importance_quantiles`) use the key names of the DI-engine
+buffers' monitor (``beta``, ``max_priority``, ``priority_min`` ... ``priority_max``), plus
+``is_weight_min``, ``is_weight_median`` and ``is_weight_max``: the importance weights the held
+rows would get, each drawn on its own, at the current ``beta`` (rows of weight 0 are never drawn
+and left out). Under the ``"max"`` reduction a window comes with the weight of its heaviest
+row, so the weights windows get lie in that range too.
+
 The sampler keeps the priorities of the rows its buffer holds, so one sampler serves one
 buffer; the buffer tells it about writes (:class:`~bufcore.sampling.samplers.FollowsWrites`)
 and skips updates of rows overwritten since they were drawn (their write counts differ). Trees
@@ -58,6 +66,7 @@ from bufcore.sampling.segment_tree import (
 )
 from bufcore.sampling.windows import (
     RowSpans,
+    TrajectoryTable,
     draw_categorical,
     no_eligible_message,
     start_counts,
@@ -65,6 +74,12 @@ from bufcore.sampling.windows import (
     window_index,
 )
 
+# The priority quantiles a replay record reports, as (key, q): DI-engine's monitor keys.
+PRIORITY_QUANTILES = (("priority_min", 0.0), ("priority_q25", 0.25), ("priority_median", 0.5),
+                      ("priority_q75", 0.75), ("priority_max", 1.0))
+# The importance-weight quantiles a replay record reports, as (key, q).
+IS_WEIGHT_QUANTILES = (("is_weight_min", 0.0), ("is_weight_median", 0.5),
+                       ("is_weight_max", 1.0))
 Reduction = Literal["max", "mean"]
 REDUCTIONS: tuple[Reduction, ...] = ("max", "mean")
 _OPTIONS = ("alpha", "beta", "anneal_steps", "eps", "reduction")
@@ -279,9 +294,7 @@ class PrioritizedSampler:
         Raises:
             ValueError: a weight too large for the trees' sums to stay finite.
         """
-        weights: np.ndarray = np.power(stored, self._alpha)
-        if self._alpha == 0:
-            weights = weights * (stored > 0)
+        weights = tree_weights(stored, self._alpha)
         sums, _ = self._trees()
         if len(weights) and not weights.max() <= sums.max_leaf:
             raise ValueError(
@@ -298,6 +311,33 @@ class PrioritizedSampler:
         if rows is not None:
             return torch.from_numpy(self._priority[rows])
         return torch.from_numpy(self._priority[: self._held].copy())
+
+    def row_weights(self, rows: np.ndarray | None = None) -> torch.Tensor:
+        """The weights row draws are proportional to (``priority ** alpha`` of the stored
+        priority) of the held rows, float64 ``[held]`` in flat physical row order (a copy);
+        with ``rows`` (int64 held rows, unchecked), only theirs. Divided by their sum, they
+        are each row's probability in one row draw.
+
+        Raises:
+            ValueError: not bound yet.
+        """
+        sums, _ = self._trees()
+        chosen = np.arange(self._held) if rows is None else rows
+        return torch.from_numpy(np.array(sums._leaves(chosen), dtype=np.float64))
+
+    def importance_weights(self, weights: Any) -> torch.Tensor:
+        """The importance weights draws of items weighing ``weights`` (from
+        :meth:`row_weights` or :meth:`window_weights`) carry now: ``(w / w_min) ** -beta`` at
+        the current :attr:`beta`, ``w_min`` the smallest positive held row weight, as a draw
+        computes them (float64 here, rounded to float32 in a draw). An item of weight 0 is
+        never drawn; its value is ``inf`` (``beta`` > 0) or 1.
+
+        Raises:
+            ValueError: not bound yet.
+        """
+        values = np.asarray(weights, dtype=np.float64)
+        with np.errstate(divide="ignore"):  # a weight of 0 (never drawn) gives inf
+            return torch.from_numpy(self._importance_of(values, np.float64))
 
     def update(self, rows: Any, priority: Any, *, keep: Any = None) -> int:
         """Set the priorities of flat storage ``rows``: ``p + eps`` each.
@@ -463,12 +503,12 @@ class PrioritizedSampler:
 
     def _importance(self, weights: np.ndarray, device: torch.device) -> torch.Tensor:
         """``(w / w_min) ** -beta`` as float32 on ``device``."""
+        return _on(torch.from_numpy(self._importance_of(weights, np.float32)), device)
+
+    def _importance_of(self, weights: np.ndarray, dtype: type[np.floating[Any]]) -> np.ndarray:
+        """``(w / w_min) ** -beta`` computed in float64 and rounded once into ``dtype``."""
         _, minimum = self._trees()
-        ratio = weights / minimum.value
-        importance = np.empty(len(ratio), dtype=np.float32)
-        # Computed in float64, rounded once into the float32 output (as astype would).
-        np.power(ratio, -self.beta, out=importance, casting="same_kind")
-        return _on(torch.from_numpy(importance), device)
+        return importance(weights, minimum.value, self.beta, dtype=dtype)
 
     def _draw_windows(
         self, ring: RingPosition, count: int, generator: torch.Generator, window: WindowRequest
@@ -547,13 +587,37 @@ class PrioritizedSampler:
             rate = max(len(accepted) / proposals, 1 / (4 * length * length))
             proposals = int(remaining / rate * 1.25) + 8
         if remaining:
-            found.append(self._exact_starts(ring, remaining, generator, window, spans))
+            found.append(self._exact_starts(remaining, generator, window, spans))
         start, env, weight = (np.concatenate(parts) for parts in zip(*found, strict=True))
+        return start, env, weight
+
+    def window_weights(
+        self, table: TrajectoryTable, *, length: int, need: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every valid window of ``table`` and the weight a window draw gives it (its rows'
+        priorities reduced by :attr:`reduction`, to the power ``alpha``): int64 start times
+        (absolute, as the table's) and envs, float64 weights, trajectory by trajectory in table
+        order. A window reads ``need`` rows of one trajectory and is weighed by its first
+        ``length``, as :meth:`draw` weighs it; divided by their sum, the weights are the
+        probability of each window in one draw. O(rows * length).
+
+        Raises:
+            ValueError: not bound yet.
+        """
+        capacity, envs = self._bound_shape()
+        counts = start_counts(table.lengths, need).cpu()
+        total = int(counts.sum())
+        first = torch.repeat_interleave(table.start.cpu(), counts, output_size=total)
+        before = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts,
+                                         output_size=total)
+        start = (first + torch.arange(total) - before).numpy()
+        env = torch.repeat_interleave(table.env.cpu(), counts, output_size=total).numpy()
+        ring = RingPosition(self._held // envs, capacity, envs)
+        weight, _ = self._window_weights(start, env, ring, length)
         return start, env, weight
 
     def _exact_starts(
         self,
-        ring: RingPosition,
         count: int,
         generator: torch.Generator,
         window: WindowRequest,
@@ -565,22 +629,30 @@ class PrioritizedSampler:
             ValueError: no trajectory has ``need`` rows, or every valid window weighs 0.
         """
         table = spans.table()
-        counts = start_counts(table.lengths, window.need).cpu()
-        if not bool((counts > 0).any()):
+        if not bool((start_counts(table.lengths, window.need) > 0).any()):
             raise ValueError(no_eligible_message(table, window.need, count))
-        total = int(counts.sum())
-        first = torch.repeat_interleave(table.start.cpu(), counts, output_size=total)
-        before = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts,
-                                         output_size=total)
-        start = (first + torch.arange(total) - before).numpy()
-        env = torch.repeat_interleave(table.env.cpu(), counts, output_size=total).numpy()
-        weight, _ = self._window_weights(start, env, ring, window.length)
+        start, env, weight = self.window_weights(table, length=window.length, need=window.need)
         if not weight.any():
             raise ValueError(
                 f"cannot sample: every window of {window.need} rows has priority zero"
             )
         chosen = draw_categorical(torch.from_numpy(weight), count, _cpu(generator)).numpy()
         return start[chosen], env[chosen], weight[chosen]
+
+    # ------------------------------------------------------------- monitoring
+    def stats(self) -> dict[str, float | None]:
+        """Figures of the held rows, with the DI-engine monitor's key names (see the module
+        docstring): ``beta`` (of the next draw), ``max_priority``, the quantiles of the stored
+        priorities (:func:`priority_quantiles`) and of the importance weights at ``beta``
+        (:func:`importance_quantiles`); the quantiles are None while no row is held."""
+        held = self._priority[: self._held]
+        beta = self.beta
+        return {
+            "beta": beta,
+            "max_priority": self._max_priority,
+            **priority_quantiles(held),
+            **importance_quantiles(held, alpha=self._alpha, beta=beta),
+        }
 
     # ------------------------------------------------------------ state idiom
     def state_dict(self) -> dict[str, Any]:
@@ -625,6 +697,58 @@ class PrioritizedSampler:
         self._priority[:held] = stored
         self._set_range(0, weights)
         self._held = held
+
+
+def tree_weights(priority: np.ndarray, alpha: float) -> np.ndarray:
+    """The weights ``p ** alpha`` that stored priorities have in the trees (a priority of 0
+    weighs 0, also at ``alpha`` 0)."""
+    weights: np.ndarray = np.power(priority, alpha)
+    if alpha == 0:
+        weights = weights * (priority > 0)
+    return weights
+
+
+def importance(
+    weights: np.ndarray, minimum: float, beta: float, *, dtype: type = np.float64
+) -> np.ndarray:
+    """Importance weights ``(w / minimum) ** -beta`` of tree weights ``w``, computed in float64
+    and rounded once into ``dtype`` (as ``astype`` would)."""
+    out: np.ndarray = np.empty(np.shape(weights), dtype=dtype)
+    np.power(weights / minimum, -beta, out=out, casting="same_kind")
+    return out
+
+
+def priority_quantiles(priorities: Any) -> dict[str, float | None]:
+    """The quantiles of :data:`PRIORITY_QUANTILES` of ``priorities`` (array-like, finite:
+    unchecked; all None when there are none)."""
+    values = np.asarray(priorities, dtype=np.float64).reshape(-1)
+    if len(values) == 0:
+        return {name: None for name, _ in PRIORITY_QUANTILES}
+    found = np.quantile(values, [q for _, q in PRIORITY_QUANTILES])
+    return {name: float(v) for (name, _), v in zip(PRIORITY_QUANTILES, found, strict=True)}
+
+
+def importance_quantiles(priorities: Any, *, alpha: float, beta: float) -> dict[str, float | None]:
+    """The quantiles of :data:`IS_WEIGHT_QUANTILES` of the importance weights that rows of
+    these stored ``priorities`` (finite, non-negative: unchecked) get when drawn on their own:
+    ``(w / w_min) ** -beta`` with ``w = p ** alpha`` and ``w_min`` the smallest positive
+    weight, over the rows with a positive weight (all None when there are none). From a
+    checkpoint: the sampler's saved priorities and options, and the ``beta`` its summary
+    gives.
+
+    Raises:
+        TypeError: ``alpha`` or ``beta`` not a real number.
+        ValueError: ``alpha`` negative or ``beta`` outside ``[0, 1]``.
+    """
+    alpha = check_real(alpha, "alpha", minimum=0.0)
+    beta = check_real(beta, "beta", minimum=0.0, maximum=1.0)
+    weights = tree_weights(np.asarray(priorities, dtype=np.float64).reshape(-1), alpha)
+    weights = weights[weights > 0]
+    if len(weights) == 0:
+        return {name: None for name, _ in IS_WEIGHT_QUANTILES}
+    found = np.quantile(importance(weights, float(weights.min()), beta),
+                        [q for _, q in IS_WEIGHT_QUANTILES])
+    return {name: float(v) for (name, _), v in zip(IS_WEIGHT_QUANTILES, found, strict=True)}
 
 
 def _pairwise(values: np.ndarray, combine: np.ufunc) -> np.ndarray:

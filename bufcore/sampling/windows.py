@@ -202,6 +202,24 @@ def table_position(table: TrajectoryTable, time: torch.Tensor, env: torch.Tensor
     return torch.searchsorted(keys, env * span + (time - first), right=True) - 1
 
 
+def ring_row_positions(
+    table: TrajectoryTable, rows: torch.Tensor, *, capacity: int, env_count: int
+) -> torch.Tensor:
+    """The position in ``table`` of the trajectory holding each flat physical row
+    (``time * env_count + env``) of an online ring of ``capacity`` time rows.
+
+    ``table`` is the ring's (absolute times, as ``trajectories()`` gives it when the rows were
+    drawn) and each row is held: the newest row ends a trajectory, so the table's last
+    ``stop`` is the newest absolute time, and a held row at physical time ``p`` has the
+    absolute time within ``capacity`` of it that is ``p`` modulo ``capacity``.
+    """
+    if len(table.stop) == 0:
+        return torch.zeros_like(rows)
+    newest = table.stop.max()
+    time = newest - torch.remainder(newest - rows // env_count, capacity)
+    return table_position(table, time, rows % env_count)
+
+
 def no_eligible_message(table: TrajectoryTable, need: int, count: int) -> str:
     """The error for a table without a trajectory of ``need`` rows."""
     if len(table.env) == 0:

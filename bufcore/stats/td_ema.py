@@ -10,8 +10,9 @@ item 7, REFERENCE §12.3):
   the warmup ``ema = (1 - m) * ema + m * batch``; ``W = 0`` is a plain EMA from the prior
   (0, 1) from the first batch on;
 - a batch without a valid token changes nothing (its non-finite tokens are still counted);
-- across processes, (sum, sum of squares, count, non-finite count) are all-reduced with SUM,
-  so every rank holds exactly the global statistics.
+- across processes, (sum, sum of squares, count, non-finite count) are summed over the ranks
+  (:func:`bufcore.distributed.all_reduce_sum`, added in rank order), so every rank holds
+  exactly the global statistics, bit for bit the same.
 
 ``update`` never synchronises with the host: the statistics stay 0-d tensors on the device
 and every decision ("was there a valid token?") is a tensor operation.
@@ -23,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import torch
-import torch.distributed as dist
 
+from bufcore import distributed as _distributed
 from bufcore.checks import check_bool, check_device, check_int, check_real, check_usable_device
 from bufcore.fields import Field
 from bufcore.stats.inputs import (
@@ -182,8 +183,8 @@ class TDStatsEMA:
                 (mask & ~finite).sum(dtype=self._accumulate),
             ]
         )
-        if distributed and dist.is_available() and dist.is_initialized():
-            dist.all_reduce(totals, op=dist.ReduceOp.SUM)
+        if distributed and _distributed.is_initialized():
+            totals = _distributed.all_reduce_sum(totals)
         return self._absorb(totals)
 
     def _absorb(self, totals: torch.Tensor) -> TDBatchStats:

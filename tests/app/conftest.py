@@ -35,6 +35,7 @@ PAGES = {
     "td_ema": "../pages/td_ema.py",
     "live": "../pages/live.py",
     "compare": "../pages/compare.py",
+    "replay": "../pages/replay.py",
 }
 
 

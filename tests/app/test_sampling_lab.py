@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from app.sampling_lab import (
     EXPERT,
     MAX_SEED,
     ONLINE,
+    TRANSITIONS,
     LabRequest,
     batch_columns,
     batch_csv,
@@ -28,7 +30,8 @@ from app.sampling_lab import (
 )
 from app.trajectory_stats import expert_from_leaves
 from bufcore import DictBuffer, ZBuffer, load_buffer
-from bufcore.inspect import read_leaf, summarize_checkpoint, window_settings
+from bufcore.inspect import read_leaf, summarize_checkpoint, window_settings, window_shares
+from tests.replay_support import prioritized_rows, prioritized_windows
 
 BUFFERS = "checkpoint/buffers"
 
@@ -250,3 +253,35 @@ def test_frequencies_count_batches_and_the_windows_in_them(demo_run: Path, repea
     result = frequencies(buf, request, draw_many(buf, request, 0, repeats))
     assert (result.batches, result.draws) == (repeats, repeats * 8)
     assert result.units == "trajectories"
+
+
+def test_prioritized_windows_are_expected_at_the_samplers_own_trajectory_shares() -> None:
+    buffer = prioritized_windows()
+    request = _request(ONLINE, batch=32, seed=5, weighting="window")
+    result = frequencies(buffer, request, draw_many(buffer, request, 5, 400))
+    np.testing.assert_allclose(result.expected, window_shares(buffer, 4).share)
+    assert result.test.p_value > 1e-3
+
+
+def test_prioritized_rows_are_expected_at_the_share_of_their_weights_per_bin() -> None:
+    buffer = prioritized_rows()
+    request = _request(TRANSITIONS, batch=64, seed=2)
+    result = frequencies(buffer, request, draw_many(buffer, request, 2, 400))
+    weights = buffer.sampler.row_weights().numpy()
+    edges = np.append(result.labels, len(buffer))
+    expected = [weights[a:b].sum() / weights.sum() for a, b in itertools.pairwise(edges)]
+    np.testing.assert_allclose(result.expected, expected)
+    assert result.test.p_value > 1e-3
+
+
+@pytest.mark.parametrize("build", [prioritized_rows, prioritized_windows])
+def test_lab_draws_leave_a_prioritized_samplers_annealing_as_loaded(build: Any) -> None:
+    buffer = build()
+    windowed = isinstance(buffer, type(prioritized_windows()))
+    request = _request(ONLINE if windowed else TRANSITIONS, batch=8, weighting="window")
+    steps, beta = buffer.sampler.steps, buffer.sampler.beta
+    first = draw_index(buffer, request, 7)
+    draw_many(buffer, request, 7, 5)
+    again = draw_index(buffer, request, 7)
+    assert (buffer.sampler.steps, buffer.sampler.beta) == (steps, beta)
+    assert torch.equal(first.rows, again.rows) and torch.equal(first.weights, again.weights)

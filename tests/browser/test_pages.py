@@ -5,12 +5,14 @@ title; Resample and a slider work; a full-page screenshot of each page is saved 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser.conftest import SCREENSHOTS
+from tests.browser.conftest import SCREENSHOTS, serve
+from tests.replay_support import REPLAY_BUFFERS, write_replay_run
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +28,7 @@ PAGES = {
     "td_ema": "TD-EMA",
     "live": "Live",
     "compare": "Compare",
+    "replay": "Replay statistics",
 }
 EXCEPTION = '[data-testid="stException"]'
 
@@ -120,6 +123,7 @@ BFM_ZERO_LACKS = {
     "curriculum": "This needs evaluation rounds",
     "td_ema": "This needs train records with TD statistics",
     "live": "This needs a metrics.jsonl to follow",
+    "replay": "This needs a buffer checkpoint with a PrioritizedSampler",
 }
 
 
@@ -174,5 +178,63 @@ def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
         settle(other)
         assert "Seed 5:" in other.inner_text("body")
         assert other.locator('[data-testid="stCode"]').first.inner_text() == code
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def replay_url(chromium_path: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The dashboard on a run with replay records and a checkpoint of each replay kind."""
+    run = tmp_path_factory.mktemp("browser-replay") / "replay"
+    write_replay_run(run)
+    with serve(run) as url:
+        yield url
+
+
+def charts_drawn(page: Any, count: int) -> int:
+    """How many plotly charts the page drew, once at least ``count`` are there."""
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    charts.nth(count - 1).wait_for()
+    return int(charts.count())
+
+
+# Charts each checkpoint's part draws above the log's 6.
+REPLAY_CHARTS = {"rows": 2, "windows": 3, "advanced": 4, "naive": 2, "episode": 0}
+
+
+@pytest.mark.parametrize("name", list(REPLAY_BUFFERS))
+def test_the_replay_page_draws_each_kind_of_buffer(
+    browser: Any, replay_url: str, name: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(replay_url + f"replay?buffer={name}")
+        settle(tab)
+        expected = REPLAY_CHARTS[name] + 6
+        assert charts_drawn(tab, expected) == expected
+        screenshot(tab, f"replay-{name}")
+        assert tab.locator(EXCEPTION).count() == 0
+        assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
+    finally:
+        context.close()
+
+
+def test_resample_on_the_replay_page_puts_the_next_seed_in_the_link(
+    browser: Any, replay_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(replay_url + "replay?buffer=windows&rp_seed=2")
+        settle(tab)
+        tab.get_by_role("button", name="Resample").click()
+        tab.wait_for_url(re.compile(r"rp_seed=3"))
+        settle(tab)
+        assert tab.locator(EXCEPTION).count() == 0
+        assert "Seed 3:" in tab.inner_text("body")
+        screenshot(tab, "replay-windows-resampled")
     finally:
         context.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,11 @@ import torch
 from scipy.stats import chisquare
 
 from bufcore import DictBuffer, TrajectoryDictBufferMultiDim, load_buffer
+from bufcore.errors import CorruptCheckpointError
 from bufcore.inspect import inspect_path, read_leaf, render, summarize_checkpoint
 from bufcore.sampling import prioritized
 from bufcore.sampling.prioritized import PrioritizedSampler
-from tests.support import DEVICES
+from tests.support import DEVICES, reseal
 
 P_VALUE = 1e-6
 
@@ -310,6 +312,54 @@ def test_inspect_sees_the_sampler_and_its_leaf(tmp_path: Path) -> None:
     assert summary.sampler.options["alpha"] == 0.5
     text = "\n".join(render(inspect_path(tmp_path / "b")))
     assert "sampler    prioritized (alpha 0.5" in text
+
+
+def test_a_summary_gives_the_quantiles_of_the_saved_priorities_and_weights(
+    tmp_path: Path,
+) -> None:
+    buffer = rows_buffer(alpha=1.0, beta=0.5, anneal_steps=None, eps=0.0)
+    buffer.update_priority(buffer.sample_index(8, generator=generator(3)), torch.full((8,), 4.0))
+    buffer.save(tmp_path / "b")
+    summary = summarize_checkpoint(tmp_path / "b")
+    assert summary.sampler is not None and summary.sampler.stats is not None
+    stored = buffer.sampler.priorities().numpy()
+    assert summary.sampler.stats == {
+        **prioritized.priority_quantiles(stored),
+        **prioritized.importance_quantiles(stored, alpha=1.0, beta=0.5),
+    }
+    assert summary.sampler.stats == {key: value for key, value in buffer.sampler.stats().items()
+                                     if key not in ("beta", "max_priority")}
+
+
+def test_an_empty_prioritized_buffer_summarizes_with_no_priority_figures(
+    tmp_path: Path,
+) -> None:
+    DictBuffer(capacity=4, sampler=PrioritizedSampler()).save(tmp_path / "b")
+    summary = summarize_checkpoint(tmp_path / "b")
+    assert summary.sampler is not None and summary.sampler.stats is not None
+    assert set(summary.sampler.stats.values()) == {None}
+    assert "priorities: none held" in "\n".join(render(inspect_path(tmp_path / "b")))
+
+
+def test_saved_priorities_a_load_refuses_are_refused_by_the_summary(tmp_path: Path) -> None:
+    rows_buffer().save(tmp_path / "b")
+    payload = tmp_path / "b" / "buffer.hdf5"
+    with h5py.File(payload, "r+") as h5:
+        h5["_sampler-priority"][2] = -1.0
+    raw = payload.read_bytes()
+
+    def point_at(manifest: dict[str, Any]) -> None:
+        entry = manifest["files"]["buffer.hdf5"]
+        size = entry["block_bytes"]
+        entry["size"] = len(raw)
+        entry["sha256_blocks"] = [
+            hashlib.sha256(raw[i : i + size]).hexdigest() for i in range(0, len(raw), size)
+        ]
+
+    reseal(tmp_path / "b", point_at)
+    for read in (summarize_checkpoint, load_buffer):
+        with pytest.raises(CorruptCheckpointError, match=r"\['_sampler'\]\['priority'\]"):
+            read(tmp_path / "b")
 
 
 def test_a_partial_load_keeps_the_sampler_and_stream(tmp_path: Path) -> None:

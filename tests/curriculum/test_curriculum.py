@@ -175,3 +175,37 @@ def test_a_bool_step_is_refused_and_changes_nothing(step: object) -> None:
 def test_a_bool_motion_id_is_refused() -> None:
     with pytest.raises(TypeError, match=r"emd_by_motion: motion id"):
         Curriculum(FakeBuffer([0, 1])).apply({False: 1.0, 1: 1.0}, step=0)
+
+
+# ------------------------------------------------------------ across ranks (one process here)
+# Real groups of 2 and 3 ranks: tests/distributed/test_process_groups.py.
+def test_apply_gathered_in_one_process_is_apply_in_the_buffers_motion_order() -> None:
+    gathered = Curriculum(FakeBuffer([7, 3, 5]), mode="bin")
+    record = gathered.apply_gathered({5: 1.0, 3: 0.7, 7: 2.0}, step=4)
+    expected = Curriculum(FakeBuffer([7, 3, 5]), mode="bin").apply(
+        {7: 2.0, 3: 0.7, 5: 1.0}, step=4
+    )
+    assert record == expected and list(record.emd) == [7, 3, 5]
+    assert gathered.history == [record]
+
+
+def test_apply_gathered_in_one_process_refuses_a_round_missing_a_motion() -> None:
+    curriculum = Curriculum(FakeBuffer([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"1 motion\(s\) of the buffer were evaluated on no rank"):
+        curriculum.apply_gathered({0: 1.0, 1: 1.0}, step=0)
+    assert curriculum.history == []
+
+
+@pytest.mark.parametrize(("emds", "step", "error", "match"), [
+    ({0: math.nan}, 0, ValueError, r"^emd_by_motion\[0\]: expected a finite"),
+    ({9: 1.0}, 0, ValueError, r"^emd_by_motion: 1 motion\(s\) are not in the buffer"),
+    ([(0, 1.0)], 0, TypeError, "^emd_by_motion: expected a mapping"),
+    ({0: 1.0, 1: 1.0}, -1, ValueError, "^step"),
+])
+def test_apply_gathered_in_one_process_raises_the_shares_own_error(
+    emds: Any, step: int, error: type[Exception], match: str
+) -> None:
+    curriculum = Curriculum(FakeBuffer([0, 1]))
+    with pytest.raises(error, match=match):
+        curriculum.apply_gathered(emds, step=step)
+    assert curriculum.history == []

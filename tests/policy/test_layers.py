@@ -1,14 +1,18 @@
 """The layer rules of DESIGN §1, checked by reading every module's imports and calls.
 
 1. Imports point down the layers only (core -> storage/sampling/curriculum/stats -> persist ->
-   buffers -> distributed/runs -> inspect -> cli); the packages of one layer never import each
-   other, and the core files import each other only in the order errors, checks, tree, fields,
-   rng. The command reads through ``bufcore`` and ``bufcore.inspect`` only (besides the demo
-   run it starts).
+   buffers -> runs -> inspect -> cli); the packages of one layer never import each other, and
+   the core files import each other only in the order errors, checks, tree, fields, rng,
+   distributed. ``distributed`` is a core file, not a layer above ``buffers`` as DESIGN §1
+   draws it: the statistics, the curriculum, the buffers and the run logs all use it (README
+   "Development"). The command reads through ``bufcore`` and ``bufcore.inspect`` only (besides
+   the demo run it starts).
 2. Only ``bufcore/persist/`` opens files, imports h5py, starts threads or calls
    ``torch.save``/``torch.load``.
 3. No Streamlit or plotly under ``bufcore/`` (the dashboard's ``pages/`` rule joins this file
    with the dashboard).
+4. Only ``bufcore/distributed.py`` touches ``torch.distributed`` (imports it or reaches it as
+   ``torch.distributed``); every other module asks it.
 
 Imports inside functions count as well. The checkers are tested on small snippets first, so a
 rule that silently stopped matching would fail here too.
@@ -27,13 +31,13 @@ import bufcore
 
 BUFCORE = Path(bufcore.__file__).parent
 ROOT = BUFCORE.parent
-CORE_ORDER = ("errors", "checks", "tree", "fields", "rng")
+CORE_ORDER = ("errors", "checks", "tree", "fields", "rng", "distributed")
 LAYERS: tuple[tuple[str, ...], ...] = (
     CORE_ORDER,
     ("storage", "sampling", "curriculum", "stats"),
     ("persist",),
     ("buffers",),
-    ("distributed", "runs"),
+    ("runs",),
     ("inspect",),
     ("cli",),
 )
@@ -58,6 +62,7 @@ IO_FUNCTIONS = {
 }
 IO_METHODS = ("read_text", "write_text", "read_bytes", "write_bytes", "open", "tofile")
 UI_MODULES = ("streamlit", "plotly")
+DISTRIBUTED_MODULE = "bufcore.distributed"
 
 
 def modules(root: Path) -> list[Path]:
@@ -174,6 +179,33 @@ def ui_violations(source: str, module: str) -> list[str]:
     ]
 
 
+def distributed_violations(source: str, module: str) -> list[str]:
+    """Uses of ``torch.distributed`` in ``module`` other than ``bufcore.distributed`` (rule 4):
+    an import of it (or of something from it), or an attribute ``torch.distributed``."""
+    if module == DISTRIBUTED_MODULE:
+        return []
+    found = [
+        f"{module} imports {name}"
+        for name in imported(source, module)
+        if name == "torch.distributed" or name.startswith("torch.distributed.")
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "torch":
+            found += [
+                f"{module} imports distributed from torch"
+                for alias in node.names
+                if alias.name == "distributed"
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "distributed"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "torch"
+        ):
+            found.append(f"{module} reaches torch.distributed on line {node.lineno}")
+    return found
+
+
 # ------------------------------------------------------------------ the checkers themselves
 @pytest.mark.parametrize(
     ("module", "source"),
@@ -244,6 +276,25 @@ def test_the_ui_check_flags_streamlit_and_plotly(source: str) -> None:
     assert len(ui_violations(source, "bufcore.x")) == 1
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import torch.distributed as dist",
+        "from torch import distributed",
+        "from torch.distributed import all_reduce",
+        "import torch\nok = torch.distributed.is_initialized()",
+        "def f():\n    import torch.distributed.rpc",
+    ],
+)
+def test_the_distributed_check_flags_torch_distributed_outside_its_module(source: str) -> None:
+    assert len(distributed_violations(source, "bufcore.stats.td_ema")) == 1
+
+
+def test_the_distributed_check_accepts_bufcore_distributed_itself_and_its_callers() -> None:
+    assert distributed_violations("import torch.distributed as dist", DISTRIBUTED_MODULE) == []
+    assert distributed_violations("from bufcore import distributed", "bufcore.stats.x") == []
+
+
 # ------------------------------------------------------------------------- the rules
 BUFCORE_MODULES = modules(BUFCORE)
 
@@ -267,6 +318,11 @@ def test_only_persist_touches_files_or_starts_threads(path: Path) -> None:
 @pytest.mark.parametrize("path", BUFCORE_MODULES, ids=module_id)
 def test_no_library_module_imports_streamlit_or_plotly(path: Path) -> None:
     assert ui_violations(path.read_text(encoding="utf-8"), dotted(path)) == []
+
+
+@pytest.mark.parametrize("path", BUFCORE_MODULES, ids=module_id)
+def test_only_bufcore_distributed_touches_torch_distributed(path: Path) -> None:
+    assert distributed_violations(path.read_text(encoding="utf-8"), dotted(path)) == []
 
 
 @pytest.mark.parametrize("path", BUFCORE_MODULES, ids=module_id)

@@ -150,7 +150,7 @@ def test_a_stop_signal_stops_the_run_and_the_dashboard(
     "options",
     [DemoOptions(), DemoOptions(seed=-3, steps=7, motions=2, envs=3, capacity=50, eval_every=2,
                                 mode="bin", min_val=0.1, max_val=1e-1 * 3, scale=1 / 3,
-                                live_seconds=12.5)],
+                                live_seconds=12.5, prioritized=True)],
     ids=["defaults", "every-option-changed"],
 )
 def test_the_run_that_dashboard_starts_has_the_same_options(options: DemoOptions) -> None:

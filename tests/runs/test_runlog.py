@@ -274,6 +274,55 @@ def test_leaving_the_with_block_closes_the_logger(tmp_path: Path) -> None:
         run_logger.log("train", 0, {})
 
 
+# ------------------------------------------------------------------------ per-rank figures
+# Real groups of 2 and 3 ranks: tests/distributed/test_process_groups.py.
+def test_a_lone_process_writes_its_per_rank_figures_as_lists_of_one(logger: RunLogger) -> None:
+    figures = {"occupancy": torch.tensor(7), "sampled": np.int64(64), "ratio": 0.5, "no": None}
+    record = logger.log("train", 1, {"loss": 2.0}, per_rank=figures)
+    assert record == {
+        "step": 1, "time": 12.5, "kind": "train", "loss": 2.0,
+        "ranks": {"occupancy": [7], "sampled": [64], "ratio": [0.5], "no": [None]},
+    }
+    assert strict_lines(logger.path) == [record]
+
+
+def test_a_non_finite_per_rank_figure_is_named_like_any_other(logger: RunLogger) -> None:
+    record = logger.log("train", 0, {}, per_rank={"loss": NAN})
+    assert record["nonfinite"] == {"/ranks/loss/0": "nan"}
+
+
+def test_a_lone_process_logger_is_the_one_that_writes(logger: RunLogger) -> None:
+    assert logger.writes and "writes nothing" not in repr(logger)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "per_rank", "error", "match"),
+    [
+        ({}, [1], TypeError, "per_rank: expected a mapping"),
+        ({}, {1: 2}, TypeError, "per_rank: keys must be str"),
+        ({}, {"x": [1, 2]}, TypeError, r"per_rank\['x'\]: expected one number, got list"),
+        ({}, {"x": torch.ones(2)}, TypeError, r"per_rank\['x'\]: expected one number, got 2"),
+        ({}, {"x": "a"}, TypeError, r"per_rank\['x'\]: expected one number, got str"),
+        ({}, {"x": 2**64}, ValueError, r"per_rank\['x'\]"),
+        ({"ranks": 1}, {"x": 1}, ValueError, r"metrics\['ranks'\]: holds the per-rank figures"),
+        ({"step": 1}, {"x": 1}, ValueError, r"metrics\['step'\]"),
+    ],
+)
+def test_malformed_per_rank_figures_are_refused_and_nothing_is_written(
+    logger: RunLogger, metrics: dict[str, Any], per_rank: Any, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        logger.log("train", 0, metrics, per_rank=per_rank)
+    assert logger.path.read_text() == ""
+
+
+def test_per_rank_figures_after_close_are_refused(tmp_path: Path) -> None:
+    with RunLogger(tmp_path) as run_logger:
+        pass
+    with pytest.raises(ValueError, match="closed"):
+        run_logger.log("train", 0, {}, per_rank={"x": 1})
+
+
 # ------------------------------------------------------------------------------- reading
 @pytest.mark.parametrize(
     "metrics",

@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from bufcore.sampling import prioritized
 from bufcore.sampling.prioritized import PrioritizedSampler
 from bufcore.sampling.samplers import RingPosition
 
@@ -242,3 +243,53 @@ def test_the_state_round_trips_through_plain_data() -> None:
     ours = sampler.draw(RingPosition(5, 5), 50, generator(3))
     theirs = copy.draw(RingPosition(5, 5), 50, generator(3))
     assert torch.equal(ours.rows, theirs.rows) and torch.equal(ours.weights, theirs.weights)
+
+
+# ------------------------------------------------------------------------ figures
+STATS_KEYS = {
+    "beta", "max_priority", "priority_min", "priority_q25", "priority_median", "priority_q75",
+    "priority_max", "is_weight_min", "is_weight_median", "is_weight_max",
+}
+
+
+def test_stats_give_the_quantiles_of_the_held_priorities_and_their_importance_weights() -> None:
+    sampler = filled(5, [1.0, 2.0, 4.0, 0.5, 8.0], alpha=0.5, beta=0.4, eps=0.0,
+                     anneal_steps=None)
+    stats = sampler.stats()
+    assert set(stats) == STATS_KEYS
+    assert (stats["beta"], stats["max_priority"]) == (0.4, 8.0)
+    assert [stats[f"priority_{q}"] for q in ("min", "q25", "median", "q75", "max")] == [
+        0.5, 1.0, 2.0, 4.0, 8.0]
+    # IS = (w / w_min) ** -beta with w = p ** alpha: at p = 0.5, 2 and 8.
+    assert stats["is_weight_max"] == pytest.approx(1.0)
+    assert stats["is_weight_median"] == pytest.approx((2.0 / 0.5) ** (0.5 * -0.4))
+    assert stats["is_weight_min"] == pytest.approx((8.0 / 0.5) ** (0.5 * -0.4))
+
+
+def test_stats_weigh_like_a_draw_at_the_current_beta() -> None:
+    sampler = filled(4, [1.0, 2.0, 4.0, 0.5], alpha=0.6, beta=0.4, eps=0.0, anneal_steps=10)
+    sampler.draw(RingPosition(4, 4), 3, generator())
+    stats = sampler.stats()
+    index = sampler.draw(RingPosition(4, 4), 2000, generator())
+    assert stats["beta"] == pytest.approx(0.46)
+    assert index.weights is not None
+    assert stats["is_weight_min"] == pytest.approx(float(index.weights.min()), rel=1e-6)
+
+
+def test_rows_of_priority_zero_are_left_out_of_the_importance_weights() -> None:
+    sampler = filled(3, [0.0, 1.0, 4.0], alpha=1.0, beta=1.0, eps=0.0, anneal_steps=None)
+    stats = sampler.stats()
+    assert stats["priority_min"] == 0.0
+    assert (stats["is_weight_min"], stats["is_weight_max"]) == (0.25, 1.0)
+
+
+def test_a_sampler_without_rows_reports_no_quantiles() -> None:
+    stats = PrioritizedSampler().stats()
+    assert (stats["beta"], stats["max_priority"]) == (0.4, 1.0)
+    assert all(stats[key] is None for key in STATS_KEYS - {"beta", "max_priority"})
+
+
+@pytest.mark.parametrize(("alpha", "beta"), [(-1.0, 0.5), (0.5, 1.5), (0.5, -0.1)])
+def test_importance_quantiles_refuse_bad_exponents(alpha: float, beta: float) -> None:
+    with pytest.raises(ValueError, match="alpha" if alpha < 0 else "beta"):
+        prioritized.importance_quantiles([1.0, 2.0], alpha=alpha, beta=beta)

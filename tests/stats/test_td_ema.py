@@ -13,7 +13,7 @@ import torch.distributed as dist
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bufcore import TDStatsEMA
+from bufcore import TDStatsEMA, distributed
 from bufcore.errors import StateError
 from tests.stats.helpers import host_reads_forbidden
 
@@ -195,34 +195,34 @@ def test_a_one_process_gloo_group_gives_the_single_process_statistics(tmp_path: 
 
 
 class OtherRank:
-    """Stands in for a second process: adds its totals in ``all_reduce``."""
+    """Stands in for a second process: adds its totals in ``bufcore.distributed``'s sum."""
 
     def __init__(self, td: torch.Tensor, mask: torch.Tensor) -> None:
         twin = TDStatsEMA("cpu")
         captured: list[torch.Tensor] = []
         self.calls = 0
 
-        def capture(totals: torch.Tensor, op: Any = None) -> None:
+        def capture(totals: torch.Tensor) -> torch.Tensor:
             captured.append(totals.clone())
+            return totals
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(dist, "is_initialized", lambda: True)
-            patch.setattr(dist, "all_reduce", capture)
+            patch.setattr(distributed, "is_initialized", lambda: True)
+            patch.setattr(distributed, "all_reduce_sum", capture)
             twin.update(td, mask)
         self.totals = captured[0]
 
-    def all_reduce(self, totals: torch.Tensor, op: Any = None) -> None:
-        assert op == dist.ReduceOp.SUM
+    def all_reduce_sum(self, totals: torch.Tensor) -> torch.Tensor:
         self.calls += 1
-        totals.add_(self.totals)
+        return totals + self.totals
 
 
 def with_other_rank(
     monkeypatch: pytest.MonkeyPatch, td: torch.Tensor, mask: torch.Tensor
 ) -> OtherRank:
     other = OtherRank(td, mask)
-    monkeypatch.setattr(dist, "is_initialized", lambda: True)
-    monkeypatch.setattr(dist, "all_reduce", other.all_reduce)
+    monkeypatch.setattr(distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(distributed, "all_reduce_sum", other.all_reduce_sum)
     return other
 
 

@@ -39,13 +39,12 @@ import torch
 from bufcore.buffers.ding.config import ADVANCED_DEFAULTS
 from bufcore.buffers.ding.core import DingBuffer, locked
 from bufcore.buffers.ding.inputs import ItemMeta, check_priority
-from bufcore.buffers.ding.monitor import priority_quantiles
 from bufcore.buffers.ding.saving import meta_path
 from bufcore.buffers.ding.throughput import Clock, ThruputController
 from bufcore.buffers.prioritized import saved_sampler
 from bufcore.errors import StateError
 from bufcore.fields import Field
-from bufcore.sampling.prioritized import PrioritizedSampler
+from bufcore.sampling.prioritized import PrioritizedSampler, priority_quantiles
 from bufcore.sampling.samplers import RingPosition
 from bufcore.sampling.segment_tree import check_leaf_index, check_weights
 from bufcore.storage.batches import RowSource

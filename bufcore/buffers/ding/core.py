@@ -62,6 +62,7 @@ from bufcore.checks import (
     check_seed,
     check_separator,
 )
+from bufcore.distributed import check_rank
 from bufcore.fields import Field
 from bufcore.persist.file_remover import FileRemover
 from bufcore.rng import make_generator
@@ -95,6 +96,9 @@ class DingBuffer(Buffer):
             in bufcore's packed ring: the fast path); see :mod:`bufcore.buffers.ding.items`.
         device: Where packed rows live and draws are made.
         seed: Seed of the buffer's generator; None for a nondeterministic one.
+        rank: Whose sample stream of ``seed`` (:func:`bufcore.rng.stream_seed`): ranks sharing
+            a seed draw different batches, rank 0 the seed's own stream. ``None`` for this
+            process's rank in the default process group (0 without one).
         clock: The time in seconds, for rates and the throughput controller
             (``time.monotonic`` by default).
         instance_name: Prefix of the unique ids (DI-engine's ``instance_name``).
@@ -122,6 +126,7 @@ class DingBuffer(Buffer):
         storage: str = "list",
         device: str | torch.device = "cpu",
         seed: int | None = None,
+        rank: int | None = None,
         clock: Clock | None = None,
         instance_name: str = "buffer",
         exp_name: str = "default_experiment",
@@ -133,6 +138,7 @@ class DingBuffer(Buffer):
         self.storage_mode = check_choice(storage, "storage", STORAGES)
         self.device = check_device(device)
         self.seed = check_seed(seed)
+        self.rank = check_rank(rank)
         self.instance_name = check_name(instance_name, "instance_name")
         self.exp_name = check_name(exp_name, "exp_name")
         self.nested_key_separator = check_separator(nested_key_separator)
@@ -148,7 +154,7 @@ class DingBuffer(Buffer):
             if self.storage_mode == "list"
             else PackedItems(capacity, device=self.device)
         )
-        self._generator = make_generator(self.device, self.seed)
+        self._generator = make_generator(self.device, self.seed, rank=self.rank)
         self._live = np.zeros(capacity, dtype=bool)
         self._uid = np.zeros(capacity, dtype=np.int64)
         self._use = np.zeros(capacity, dtype=np.int64)

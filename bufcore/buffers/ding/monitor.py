@@ -26,9 +26,6 @@ from bufcore.buffers.ding.throughput import Clock, DecayedCounts
 from bufcore.checks import check_int
 from bufcore.fields import Field
 
-# The priority quantiles stats() reports, as (key, q).
-QUANTILES = (("priority_min", 0.0), ("priority_q25", 0.25), ("priority_median", 0.5),
-             ("priority_q75", 0.75), ("priority_max", 1.0))
 # Counters a save keeps (the rest is recomputed or starts afresh).
 COUNTERS = ("pushed", "sampled", "sample_calls", "refused_pushes", "refused_samples", "removed")
 
@@ -130,10 +127,3 @@ class ReplayMonitor:
         for name, value in counters.items():
             setattr(self, name, value)
 
-
-def priority_quantiles(priorities: np.ndarray | None) -> dict[str, float | None]:
-    """The quantiles of :data:`QUANTILES` of ``priorities`` (all None without any)."""
-    if priorities is None or len(priorities) == 0:
-        return {name: None for name, _ in QUANTILES}
-    values = np.quantile(priorities, [q for _, q in QUANTILES])
-    return {name: float(value) for (name, _), value in zip(QUANTILES, values, strict=True)}

@@ -10,9 +10,10 @@ Layout of a checkpoint (``config.json``, ``state.json``, ``buffer.hdf5``):
   leaves (packed rows as stored; list items as columns, :mod:`bufcore.buffers.ding.columns`,
   zero rows for empty slots), and the bookkeeping under ``_ding``: ``live`` (bool), ``uid``,
   ``use`` and ``collect_iter`` (int64), plus ``priority`` (float64) for the prioritized buffer.
-- state.json: ``seed``, ``generator``, and ``ding``: ``valid`` (the count), ``head``,
-  ``next_uid``, ``push_count``, ``monitor`` (counters and rates), ``kinds`` (list mode: each
-  leaf's kind) and what a class adds (the prioritized buffer's sampler and throughput counts).
+- state.json: ``seed``, ``rank`` (absent for rank 0), ``generator``, and ``ding``: ``valid``
+  (the count), ``head``, ``next_uid``, ``push_count``, ``monitor`` (counters and rates),
+  ``kinds`` (list mode: each leaf's kind) and what a class adds (the prioritized buffer's
+  sampler and throughput counts).
 
 Items removed but kept for their file (a used-up item in meta-data mode) are not saved: a load
 has them gone, and their files are not deleted by the loaded buffer.
@@ -33,7 +34,7 @@ from bufcore.buffers.ding.monitor import COUNTERS
 from bufcore.errors import StateError
 from bufcore.fields import Field
 from bufcore.persist.checkpoint import saved_ring_position
-from bufcore.rng import generator_state
+from bufcore.rng import generator_state, rank_state
 from bufcore.storage.batches import RowSource, RowsWithout
 from bufcore.tree import KeyPath, format_key_path
 
@@ -102,6 +103,7 @@ def buffer_state(
         },
         "state": {
             "seed": buffer.seed,
+            **rank_state(buffer.rank),
             "generator": generator_state(buffer._generator),
             "ding": {
                 "valid": buffer._valid,

@@ -21,10 +21,18 @@ One run, built only from bufcore:
    and at the end. Before each save the previous checkpoint is kept under
    ``checkpoints/step-<step>/`` (hard links, no copy), so earlier moments stay comparable.
 
+With ``prioritized`` (``--prioritized``), the online buffer's windows are drawn by a
+:class:`~bufcore.PrioritizedSampler`: after each TD step the rows of the windows just drawn get
+the magnitude of their TD errors as priorities (``|td| + eps``, through the buffer's
+``update_priority`` with the batch's ``"_index"``, so a row overwritten since is skipped), the
+importance weights (``"_weight"``) multiply the TD-EMA weights in the value loss, and a
+``replay`` record (:mod:`bufcore.runs.replay`) follows each ``buffer`` record.
+
 Everything is logged to ``metrics.jsonl`` (kinds ``run``, with the plan ``total_steps``,
-``train``, ``buffer``, ``eval``, ``checkpoint``, and ``end`` once the last step is done; README
-"Run logs"). Given the same options the run is the same, record for
-record, except the ``time`` field.
+``train``, ``buffer``, ``eval``, ``checkpoint``, ``replay`` with ``prioritized``, and ``end``
+once the last step is done; README "Run logs"). Given the same options the run is the same,
+record for record, except the ``time`` field; without ``prioritized`` it is the run earlier
+versions wrote (``tests/runs/test_demo_prioritized.py`` pins it).
 """
 
 from __future__ import annotations
@@ -68,7 +76,9 @@ from bufcore.runs.demo.rundir import (
     write_motions,
 )
 from bufcore.runs.demo.zsource import EXPERT, RANDOM, ZSources
+from bufcore.runs.replay import REPLAY_KIND, ReplayTally
 from bufcore.runs.runlog import RunLogger
+from bufcore.sampling.prioritized import PrioritizedSampler, Reduction
 from bufcore.stats.td_ema import TDStatsEMA
 from bufcore.stats.td_weighting import TDWeighting
 
@@ -80,6 +90,12 @@ TD_QUANTILES = 201
 # Decimals the logged quantiles keep (they are normalised, so this is 1e-4 of a std).
 QUANTILE_DECIMALS = 4
 _SEEDS = ("motions", "backward", "policy", "envs", "buffers", "z")
+# The prioritized sampler of --prioritized: Schaul et al.'s proportional variant's alpha and
+# initial beta, DI-engine's eps, and a window weighing as its heaviest row.
+PER_ALPHA = 0.6
+PER_BETA = 0.4
+PER_EPS = 1e-5
+PER_REDUCTION: Reduction = "max"
 
 
 @dataclass(frozen=True)
@@ -182,6 +198,7 @@ def _run(
         output_key_t=["observation", "action", "z", "reward"],
         output_key_tp1=["observation", "terminated"],
         seed=seeds["buffers"] + 1,
+        sampler=_sampler(options) if options.prioritized else None,
     )
     zbuffer = ZBuffer(options.z_capacity, options.z_dim, seed=seeds["z"])
     bank = MotionBank(motions, options.seq_length)
@@ -222,7 +239,7 @@ def _run(
                  weighting, bank, envs, policy_generator)
     started = clock()
     with RunLogger(run, clock=clock) as logger:
-        logger.log("run", 0, _run_record(options, motions))
+        logger.log("run", 0, _run_record(options, motions, online))
         for step in range(1, options.steps + 1):
             loop.env_step(step, logger)
             if progress is not None:
@@ -243,8 +260,23 @@ def _run(
     )
 
 
-def _run_record(options: DemoOptions, motions: list[Motion]) -> dict[str, Any]:
-    return {
+def updates(options: DemoOptions) -> int:
+    """Agent updates the run makes: every ``update_every`` steps once a window fits."""
+    return options.steps // options.update_every - options.seq_length // options.update_every
+
+
+def _sampler(options: DemoOptions) -> PrioritizedSampler:
+    """The online buffer's sampler with ``prioritized``: beta reaches 1 at the last update."""
+    return PrioritizedSampler(
+        alpha=PER_ALPHA, beta=PER_BETA, anneal_steps=max(1, updates(options)), eps=PER_EPS,
+        reduction=PER_REDUCTION,
+    )
+
+
+def _run_record(
+    options: DemoOptions, motions: list[Motion], online: TrajectoryDictBufferMultiDim
+) -> dict[str, Any]:
+    record = {
         "writer": WRITER,
         "total_steps": options.steps,
         "options": options.to_json(),
@@ -254,6 +286,19 @@ def _run_record(options: DemoOptions, motions: list[Motion]) -> dict[str, Any]:
             "difficulty": [round(m.difficulty, 6) for m in motions],
         },
     }
+    if isinstance(online.sampler, PrioritizedSampler):
+        record["replay_sampler"] = online.sampler.config()
+    return record
+
+
+def reprioritize(
+    online: TrajectoryDictBufferMultiDim, index: torch.Tensor, td: torch.Tensor
+) -> int:
+    """Give the rows a batch drew (its ``"_index"``) the magnitudes of their TD errors ``td``
+    (``[windows, seq]``, slice-major as the rows) as priorities; the sampler stores
+    ``|td| + eps``, skips rows overwritten since the draw, and a row drawn twice keeps its
+    last value. Returns how many rows were updated."""
+    return online.update_priority(index, td.abs().reshape(-1))
 
 
 def _mean_emd(round_: Round) -> float:
@@ -286,6 +331,7 @@ class _Loop:
         self.bank, self.envs, self.generator = bank, envs, generator
         self.episodes = 0
         self.z_sources = ZSources(zbuffer.capacity)
+        self.tally = ReplayTally(online) if options.prioritized else None
         # The step of the checkpoint now at checkpoint/ (None before the first).
         self.saved_step: int | None = None
 
@@ -310,6 +356,8 @@ class _Loop:
             logger.log("train", step, {**self.update(), "reward_mean": rows.reward_mean})
         if step % BUFFER_EVERY == 0 or step == options.steps:
             logger.log("buffer", step, self.buffer_record(step))
+            if self.tally is not None:
+                logger.log(REPLAY_KIND, step, self.tally.record())
         due = updated and self.saved_step is None  # the first update: checkpoint early
         if step % options.eval_every == 0 or step == options.steps:
             logger.log("eval", step, self.evaluate(step))
@@ -343,9 +391,14 @@ class _Loop:
         td = target - values
         mask = torch.ones(windows, seq, dtype=torch.bool)
         weights = self.weighting.weights(td.detach(), mask)
+        if self.tally is not None:
+            weights = weights * batch["_weight"].view(windows, seq)
         value_loss = (weights * td.pow(2)).sum() / mask.sum()
         self.value.step(value_loss)
         metrics = self.weighting.update(td.detach(), mask)
+        if self.tally is not None:
+            reprioritize(self.online, batch["_index"], td.detach())
+            self.tally.add(batch["_index"])
         quantiles = metrics.pop("td/norm_quantiles")
         return {
             "policy_loss": policy_loss,

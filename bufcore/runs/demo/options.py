@@ -6,8 +6,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from bufcore.checks import check_int, check_real, check_seed
+from bufcore.checks import check_bool, check_int, check_real, check_seed
 from bufcore.curriculum.priorities import PriorityOptions
+
+# Bytes a prioritized online row adds at most: its float64 priority, its sum-tree nodes (up to
+# four float64 leaves' worth: the tree is a power of two, twice over) and the tree's int64
+# scratch.
+PRIORITY_ROW_BYTES = 48
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +52,11 @@ class DemoOptions:
         min_weight: Smallest TD weight.
         max_weight: Largest TD weight.
         live_seconds: When set, the run is paced to last about this long (``--live``).
+        prioritized: Draw the online buffer's windows by their TD errors (``--prioritized``):
+            a :class:`~bufcore.PrioritizedSampler` (``alpha`` 0.6, ``beta`` 0.4 annealed to 1
+            over the run's updates, ``eps`` 1e-5, window priority the ``"max"`` of its rows'),
+            whose rows get ``|td| + eps`` after each TD step, and whose importance weights
+            scale the value loss; the run logs a ``replay`` record every 25 env steps.
 
     Raises:
         ValueError: a count below its minimum, ``capacity <= seq_length``, a seed no
@@ -84,6 +94,7 @@ class DemoOptions:
     min_weight: float = 0.1
     max_weight: float = 5.0
     live_seconds: float | None = None
+    prioritized: bool = False
 
     def __post_init__(self) -> None:
         check_int(self.seed, "seed")  # an int, not None: the run is always seeded
@@ -111,17 +122,25 @@ class DemoOptions:
         check_real(self.max_weight, "max_weight", minimum=self.min_weight)
         if self.live_seconds is not None:
             check_real(self.live_seconds, "live_seconds", minimum=0.0)
+        check_bool(self.prioritized, "prioritized")
         PriorityOptions(self.min_val, self.max_val, self.scale, self.mode)  # type: ignore[arg-type]
 
     def buffer_bytes(self) -> int:
         """Bytes the online buffer (``envs x capacity`` rows) and the z buffer hold when full.
 
         An online row holds the state, target and action (``dim`` floats each), ``z``, the
-        reward, and two flags.
+        reward, and two flags; with ``prioritized``, also its priority and its share of the
+        sampler's trees (48 bytes at most).
         """
-        row = 4 * (3 * self.dim + self.z_dim + 1) + 2
+        row = 4 * (3 * self.dim + self.z_dim + 1) + 2 + (PRIORITY_ROW_BYTES if self.prioritized
+                                                         else 0)
         return self.envs * self.capacity * row + self.z_capacity * self.z_dim * 4
 
     def to_json(self) -> dict[str, Any]:
-        """Every option by name, as logged in the ``run`` record and ``run.json``."""
-        return dataclasses.asdict(self)
+        """Every option by name, as logged in the ``run`` record and ``run.json``;
+        ``prioritized`` only when set, so a run without it logs what runs logged before the
+        option existed."""
+        options = dataclasses.asdict(self)
+        if not self.prioritized:
+            del options["prioritized"]
+        return options

@@ -1,0 +1,293 @@
+"""The Replay statistics page: each section for each kind of source, what a source lacks,
+Resample (deterministic by seed, the seed in the URL) and the drawn rows on the priority
+histogram."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bufcore import DictBuffer, PrioritizedSampler, RunLogger
+from tests.app.conftest import Dashboard
+from tests.app.test_sampling_url_keys import _bound_keys
+from tests.replay_support import write_replay_run
+
+
+@pytest.fixture(scope="module")
+def replay_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run with replay records and a checkpoint of each kind (do not modify)."""
+    run = tmp_path_factory.mktemp("replay-page") / "run"
+    write_replay_run(run)
+    return run
+
+
+def charts(at: Any) -> dict[str, dict[str, Any]]:
+    """Every drawn plotly figure by its title (the note under it left off)."""
+    found = {}
+    for element in at.get("plotly_chart"):
+        figure = json.loads(element.proto.spec)
+        title = figure["layout"]["title"]["text"].split("<br>")[0]
+        found[title] = figure
+    return found
+
+
+def texts(at: Any, kind: str) -> str:
+    return " ".join(str(element.value) for element in getattr(at, kind))
+
+
+def button(at: Any, label: str) -> Any:
+    return next(b for b in at.button if b.label == label)
+
+
+def drawn_table(at: Any) -> Any:
+    """The drawn batch's table (the one with an importance weight column)."""
+    return next(frame.value for frame in at.dataframe
+                if "importance weight" in frame.value.columns)
+
+
+def drawn_rows(at: Any) -> list[int]:
+    table = drawn_table(at)
+    return table[table.columns[0]].tolist()
+
+
+def array(values: Any) -> np.ndarray:
+    """A figure's data array: a list, or plotly's base64 typed array."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.array(values)
+
+
+# Per checkpoint: the subheaders its part draws and the charts it draws.
+SECTIONS = {
+    "rows": (["Priorities and importance weights"],
+             ["Priority distribution", "Importance weights at beta = 0.4036"]),
+    "windows": (["Priorities and importance weights", "Which trajectories dominate"],
+                ["Priority distribution", "Importance weights of windows of 4 rows, at beta = "
+                 "0.5", "Which trajectories the window draws favour"]),
+    "advanced": (["Priorities and importance weights", "Use and staleness"],
+                 ["Priority distribution", "Importance weights at beta = 0.4002",
+                  "Use: times each item was sampled", "Staleness at learner iteration 39"]),
+    "naive": (["Use and staleness"],
+              ["Use: times each item was sampled", "Staleness at learner iteration 5"]),
+    "episode": ([], []),
+}
+LOG_CHARTS = ["Priority quantiles", "Push and sample rates",
+              "Throughput ratio (pushed / sampled items)", "Refused pushes and samples (so far)",
+              "Use of the sampled items", "Staleness of the sampled items"]
+
+
+@pytest.mark.parametrize("name", list(SECTIONS))
+def test_each_checkpoint_kind_draws_its_sections(
+    dashboard: Dashboard, replay_run: Path, name: str
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": name})
+    assert not at.exception and not at.error
+    subheaders, titles = SECTIONS[name]
+    assert [h.value for h in at.subheader] == subheaders
+    assert set(titles) <= set(charts(at))
+
+
+@pytest.mark.parametrize("name", list(SECTIONS))
+def test_a_lone_checkpoint_draws_the_same_sections_without_a_log(
+    dashboard: Dashboard, replay_run: Path, name: str
+) -> None:
+    at = dashboard("replay", replay_run / "checkpoint" / "buffers" / name)
+    assert not at.exception and not at.error
+    assert [h.value for h in at.subheader] == SECTIONS[name][0]
+    assert "This needs `replay` records in metrics.jsonl" in texts(at, "info")
+
+
+def test_the_log_part_draws_every_logged_group(dashboard: Dashboard, replay_run: Path) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "advanced"})
+    assert set(LOG_CHARTS) <= set(charts(at))
+
+
+def test_a_log_without_importance_weights_names_the_keys_it_lacks(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "advanced"})
+    assert "lack importance weights (`is_weight_min`" in texts(at, "info")
+    assert "Importance weights (min, median, max)" not in charts(at)
+
+
+def test_a_uniform_buffer_says_it_has_no_priorities_to_draw(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "naive"})
+    assert "`NaiveReplayBuffer` draws uniformly" in texts(at, "info")
+    assert not [b for b in at.button if b.label == "Resample"]
+
+
+def test_an_episode_buffer_shows_its_counters_and_says_why_no_more(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "episode"})
+    assert "Pushed" in [m.label for m in at.metric]
+    assert "`EpisodeReplayBuffer` draws episodes uniformly" in texts(at, "info")
+
+
+def test_a_run_without_replay_data_says_what_the_page_needs(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("replay", demo_run)
+    assert not at.exception
+    info = texts(at, "info")
+    assert "This needs a buffer checkpoint with a `PrioritizedSampler`" in info
+    assert "`replay` records in metrics.jsonl" in info and "buffer `train`" in info
+
+
+def test_a_log_and_a_checkpoint_of_different_buffers_are_said_to_differ(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "rows"})
+    assert "describe different buffers" in texts(at, "warning")
+
+
+def test_a_log_of_the_checkpoints_buffer_raises_no_warning(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "advanced"})
+    assert not at.warning
+
+
+def write_log(run: Path, records: list[dict[str, Any]]) -> None:
+    with RunLogger(run) as log:
+        for step, record in enumerate(records):
+            log.log("replay", step, record)
+
+
+def test_importance_weights_and_keys_the_page_does_not_know_are_drawn(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    write_log(run, [{"buffer": "online", "is_weight_min": 0.1 + i / 100, "is_weight_median":
+                     0.5, "is_weight_max": 1.0, "top_trajectory_share": 0.3} for i in range(5)])
+    at = dashboard("replay", run)
+    assert not at.exception
+    drawn = charts(at)
+    assert {"Importance weights (min, median, max)", "top_trajectory_share"} <= set(drawn)
+    assert "`top_trajectory_share`" in texts(at, "caption")
+
+
+def test_a_log_with_some_keys_lists_every_group_it_lacks(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    write_log(run, [{"push_rate": 1.0, "sample_rate": 2.0}] * 3)
+    at = dashboard("replay", run)
+    assert list(charts(at)) == ["Push and sample rates"]
+    info = texts(at, "info")
+    for group in ("priority quantiles", "throughput ratio", "refused pushes and samples", "use",
+                  "staleness", "importance weights"):
+        assert f"{group} (`" in info
+
+
+def test_a_log_of_several_buffers_offers_a_picker_bound_to_the_url(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    write_log(run, [{"buffer": "a", "push_rate": 1.0}, {"buffer": "b", "sample_rate": 1.0}])
+    at = dashboard("replay", run, query={"rp_log_buffer": "b"})
+    assert at.selectbox(key="rp_log_buffer").value == "b"
+    assert "records of `b`" in texts(at, "caption")
+
+
+def test_resample_moves_the_seed_in_the_url_and_draws_other_rows(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "rows", "rp_seed": "4"})
+    first = drawn_rows(at)
+    button(at, "Resample").click().run()
+    assert not at.exception
+    assert at.query_params["rp_seed"] == "5"
+    assert drawn_rows(at) != first
+
+
+@pytest.mark.parametrize("name", ["rows", "windows", "advanced"])
+def test_a_seed_always_draws_the_same_rows(
+    dashboard: Dashboard, replay_run: Path, name: str
+) -> None:
+    query = {"buffer": name, "rp_seed": "9"}
+    first = drawn_rows(dashboard("replay", replay_run, query=query))
+    again = dashboard("replay", replay_run, query=query)
+    button(again, "Resample").click().run()
+    assert drawn_rows(again) != first
+    assert drawn_rows(dashboard("replay", replay_run, query=query)) == first
+
+
+@pytest.mark.parametrize("name", ["rows", "windows", "advanced"])
+def test_the_drawn_rows_are_marked_on_the_priority_histogram(
+    dashboard: Dashboard, replay_run: Path, name: str
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": name, "rp_seed": "3"})
+    figure = charts(at)["Priority distribution"]
+    held, drawn = (next(t for t in figure["data"] if t["name"].startswith(prefix))
+                   for prefix in ("held", "drawn batch"))
+    assert drawn["name"] == "drawn batch (seed 3)"
+    centres, widths = array(held["x"]), array(held["width"])
+    edges = np.append(centres - widths / 2, centres[-1] + widths[-1] / 2)
+    priorities = drawn_table(at)["priority"].to_numpy()
+    expected = 100 * np.histogram(priorities, bins=edges)[0] / len(priorities)
+    assert array(drawn["y"]) == pytest.approx(expected)
+
+
+def test_the_drawn_windows_are_marked_on_the_trajectory_chart(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "windows", "rp_batch": "40"})
+    figure = charts(at)["Which trajectories the window draws favour"]
+    drawn = next(t for t in figure["data"] if t["name"] == "drawn batch")
+    table = at.dataframe[0].value  # the trajectories, largest share first
+    assert sum(table["drawn windows"]) == 10  # 40 rows in windows of 4
+    assert array(drawn["y"]) == pytest.approx(100 * table["drawn windows"][:20] / 10)
+
+
+def test_drawing_does_not_advance_the_checkpoints_beta(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "rows"})
+    button(at, "Resample").click().run()
+    button(at, "Resample").click().run()
+    assert next(m.value for m in at.metric if m.label == "beta (next draw)") == "0.4036"
+    assert "Importance weights at beta = 0.4036" in charts(at)
+
+
+def test_a_batch_that_is_not_a_multiple_of_seq_length_shows_the_sampler_message(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "windows", "rp_batch": "10"})
+    assert not at.exception
+    assert "cannot draw" in texts(at, "error")
+
+
+def test_the_staleness_iteration_comes_from_the_url(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "advanced", "rp_iter": "100"})
+    assert "Staleness at learner iteration 100" in charts(at)
+
+
+def test_an_empty_prioritized_buffer_says_there_is_nothing_to_draw(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    DictBuffer(capacity=4, sampler=PrioritizedSampler()).save(tmp_path / "empty")
+    at = dashboard("replay", tmp_path / "empty")
+    assert not at.exception
+    assert "holds no items" in texts(at, "info")
+
+
+def test_every_url_key_the_readme_lists_for_the_page_is_bound() -> None:
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "README.md").read_text()
+    section = text[text.index("### Replay statistics"):]
+    start = section.index("Controls (URL keys):")
+    controls = section[start:section.index("\n\n", start)]
+    listed = set(re.findall(r"`([a-z_]+)`", controls))
+    assert {"rp_seed", "buffer"} <= listed
+    assert listed <= _bound_keys(root / "pages" / "replay.py", root / "app" / "ui.py")

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         LeafNotLoadedError,
         StateError,
     )
+    from bufcore.persist.backing import BackingFile
     from bufcore.persist.episodes import load_episode_based_h5, save_episodes
     from bufcore.runs.runlog import RunLogger, read_metrics
     from bufcore.sampling.boundaries import find_start_stop_traj
@@ -88,10 +89,12 @@ _HOMES = {
     "TDWeighting": "bufcore.stats.td_weighting",
     "build_weights": "bufcore.stats.td_weighting",
     "compute_td_errors": "bufcore.stats.td_weighting",
+    "BackingFile": "bufcore.persist.backing",
 }
 
 __all__ = [
     "AdvancedReplayBuffer",
+    "BackingFile",
     "Buffer",
     "CorruptCheckpointError",
     "CorruptFileError",

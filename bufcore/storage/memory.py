@@ -6,11 +6,19 @@ between them; each row padded to an aligned width) and allocates the matrix. All
 copies exist so that a write never fails half-way: the allocation either succeeds whole or
 raises a :class:`MemoryError` that says how much was asked for, and a source that shares memory
 with the rows (a slice of the storage's own views) is copied before any row is overwritten.
+
+The matrix lives in the process's memory, or in a :class:`RowMemory` the ring is given: memory
+that something below the buffers cannot make, such as a memory-mapped file
+(:class:`bufcore.persist.backing.BackingFile`; this layer never opens a file). Such memory is
+told which rows a gather is about to read and a write about to overwrite, and when an access is
+done, so that a file larger than the machine's memory can read ahead and keep the process's
+resident pages bounded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -56,6 +64,34 @@ def check_rows_size(spec: Spec, capacity: int, env_count: int | None, batch_dims
     return row_bytes
 
 
+@runtime_checkable
+class RowMemory(Protocol):
+    """Memory a ring's byte matrix may live in instead of the process's own (a memory-mapped
+    file). Rows are the matrix's rows: flat ``time * envs + env``."""
+
+    def allocate(self, n_rows: int, row_bytes: int) -> torch.Tensor:
+        """A zeroed CPU ``uint8`` matrix ``[n_rows, row_bytes]`` held by this memory; a
+        matrix it gave before stays valid while referenced.
+
+        Raises:
+            OSError: it cannot hold the rows (no space left, say); nothing was allocated.
+            ValueError: it can no longer allocate (closed).
+        """
+        ...
+
+    def will_read(self, rows: torch.Tensor) -> None:
+        """A gather is about to read these rows (CPU int64, any order, repeats allowed)."""
+        ...
+
+    def will_write(self, first: int, count: int) -> None:
+        """A write is about to overwrite rows ``[first, first + count)``."""
+        ...
+
+    def accessed(self) -> None:
+        """A gather, write or restore step is done."""
+        ...
+
+
 @dataclass(frozen=True)
 class PackedRows:
     """Leaves packed side by side in a ``uint8`` matrix ``[n_rows, row_bytes]``.
@@ -74,13 +110,19 @@ class PackedRows:
 
 
 def pack_leaves(
-    spec: Spec, capacity: int, envs: int, batch_dims: int, device: torch.device
+    spec: Spec,
+    capacity: int,
+    envs: int,
+    batch_dims: int,
+    device: torch.device,
+    memory: RowMemory | None = None,
 ) -> PackedRows:
     """Allocate zeroed rows for ``capacity`` time rows of ``envs`` envs holding every leaf of
-    ``spec`` (one row of the matrix per env of a time row).
+    ``spec`` (one row of the matrix per env of a time row), in ``memory`` when given.
 
     Raises:
         MemoryError: the rows cannot be allocated; the message gives the bytes and the shape.
+        OSError: ``memory`` cannot hold them (see :meth:`RowMemory.allocate`).
     """
     n_rows = capacity * envs
     row_bytes = packed_row_bytes(spec)
@@ -92,7 +134,10 @@ def pack_leaves(
         offsets[path] = offset
         offset += spec[path].nbytes
     shape = f"{capacity} rows{env_part} x {row_bytes} bytes"
-    rows = zeros_rows(n_rows, row_bytes, device, shape)
+    if memory is None:
+        rows = zeros_rows(n_rows, row_bytes, device, shape)
+    else:
+        rows = memory.allocate(n_rows, row_bytes)
     flat_views: dict[KeyPath, torch.Tensor] = {}
     for path, leaf in spec.items():
         if leaf.nbytes == 0:

@@ -201,6 +201,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--memmap-rounds", type=positive_int, default=1, help="processes per implementation"
     )
     mm.add_argument(
+        "--memmap-calls", type=positive_int, default=8, help="calls per timed block"
+    )
+    mm.add_argument(
+        "--memmap-blocks", type=positive_int, default=3, help="timed blocks per op and process"
+    )
+    mm.add_argument(
         "--memmap-json", type=Path, default=RESULTS / "memmap.json", help="memmap JSON file"
     )
     traj = parser.add_argument_group("trajectory part")
@@ -302,8 +308,8 @@ def memmap_config_from(args: argparse.Namespace) -> memmap.MemmapConfig:
         sizes=tuple(args.memmap_rows or ((100_000,) if quick else (1_000_000, 6_000_000))),
         open_rows=open_rows or None,
         rounds=args.memmap_rounds,
-        calls=8 if quick else 16,
-        blocks=3 if quick else args.blocks,
+        calls=args.memmap_calls,
+        blocks=args.memmap_blocks,
         scratch=str(args.tmp_dir / "memmap"),
         threads=args.threads[0],
     )

@@ -7,6 +7,9 @@ implementation and round (``python -m bench.memmap '<json spec>'``, one torch th
 
 - ``fill``: create the buffer and extend it with batches of 1024 until it holds ``rows``
   (rows/s of the whole fill, faults per extend);
+- every file the buffer made is written back (``fsync``, untimed, each implementation alike): a
+  fill of 28 GB leaves gigabytes of dirty pages whose writeback would slow the first blocks, a
+  backlog a training loop writing 1024 rows at a time never builds up;
 - then ``blocks`` rounds of one block each of ``sample`` (``sample(1024)``) and ``extend``
   (1024 rows into the full, wrapping ring): rows/s (median of the blocks), minor and major page
   faults per call;
@@ -82,8 +85,8 @@ class MemmapSpec:
     rows: int
     scratch: str
     batch: int = 1024
-    calls: int = 16
-    blocks: int = 5
+    calls: int = 8
+    blocks: int = 3
     pool_batches: int = 16
     threads: int = 1
 
@@ -182,6 +185,16 @@ def unmap(view: Any) -> None:
         raise OSError(ctypes.get_errno(), "madvise(MADV_DONTNEED) failed")
 
 
+def flush(path: Path) -> None:
+    """Write back every file under ``path`` (``fsync``); their pages stay cached."""
+    for file in (p for p in path.rglob("*") if p.is_file()):
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def evict(path: Path) -> None:
     """Write back and drop ``path``'s pages from the page cache (every file under a directory)."""
     files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
@@ -236,6 +249,7 @@ def steady(spec: MemmapSpec, scratch: Path) -> Measured:
         lambda: buffer.sample(spec.batch)
     )
     records[FILL].time(lambda: [buffer.extend(source()) for _ in range(extends)])
+    flush(scratch)
     sample()
     for _ in range(spec.blocks):
         records[SAMPLE].repeat(sample)
@@ -364,8 +378,8 @@ class MemmapConfig:
     sizes: tuple[int, ...] = (1_000_000, 6_000_000)
     open_rows: int | None = 1_000_000
     rounds: int = 1
-    calls: int = 16
-    blocks: int = 5
+    calls: int = 8
+    blocks: int = 3
     scratch: str = str(ROOT / "bench" / "results" / "tmp" / "memmap")
     threads: int = 1
 

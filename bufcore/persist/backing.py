@@ -35,17 +35,18 @@ only, :func:`is_backing_file` lets ``bufcore inspect`` name it, and the next
 ``BackingFile(path)`` takes it over and its buffer starts empty (or from a checkpoint).
 
 **Out of core.** When the matrix is larger than half the machine's memory (or with
-``out_of_core=True``) the page cache cannot hold it, and four measures keep sampling at the
-disk's pace rather than one page fault at a time, with bounded resident memory:
+``out_of_core=True``) the page cache cannot hold it, and four measures keep sampling and
+writing at the disk's pace rather than one page fault at a time, with bounded resident memory:
 
-- ``MADV_RANDOM`` on the mapping: a fault reads its own pages, not the neighbours' (random rows
-  share nothing with them).
-- :meth:`~BackingFile.will_read`: before a gather, ``MADV_WILLNEED`` on every page of the rows
+- ``MADV_RANDOM`` on the mapping: a fault reads its own page, not a large folio around it
+  (random rows share nothing with their neighbours).
+- :meth:`~MappedRows.will_read`: before a gather, ``MADV_WILLNEED`` on every page of the rows
   to read, so the kernel reads them all at once, with a deep queue, instead of one fault at a
   time.
-- :meth:`~BackingFile.will_write`: ``MADV_WILLNEED`` on the rows a write overwrites (one request
-  for the block instead of a fault per page).
-- :meth:`~BackingFile.accessed`: once the process's resident file pages (``/proc/self/statm``)
+- :attr:`~MappedRows.packed_writes`: writes come as packed rows and go to the file with
+  ``pwrite`` (:meth:`~MappedRows.write`), never through the mapping, whose write faults would
+  first read from disk every page about to be overwritten.
+- :meth:`~MappedRows.accessed`: once the process's resident file pages (``/proc/self/statm``)
   have grown by ``RESIDENT_LIMIT`` since the allocation, ``MADV_DONTNEED`` drops the mapping's
   page-table entries. On a shared file mapping that drops no data (the pages stay in the page
   cache and the file); it keeps the process's RSS, which counts every mapped page, from
@@ -139,9 +140,6 @@ class BackingFile:
         self.path = Path(os.path.abspath(check_path(path)))
         self._requested = out_of_core
         self._out_of_core = False
-        self._mapping: mmap.mmap | None = None
-        self._row_bytes = 0
-        self._baseline = 0
         self._claim = _Claim(self.path, _claim(self.path), os.getpid())
         self._finalizer = weakref.finalize(self, self._claim.release)
 
@@ -156,7 +154,8 @@ class BackingFile:
 
     @property
     def out_of_core(self) -> bool:
-        """Whether the rows allocated last are treated as larger than memory."""
+        """Whether the rows allocated last are treated as larger than memory (read ahead,
+        written packed with ``pwrite``, resident pages bounded)."""
         return self._out_of_core
 
     def close(self) -> None:
@@ -165,9 +164,9 @@ class BackingFile:
         self._finalizer()
 
     # ------------------------------------------------------------- RowMemory
-    def allocate(self, n_rows: int, row_bytes: int) -> torch.Tensor:
+    def allocate(self, n_rows: int, row_bytes: int) -> MappedRows:
         """A zeroed ``uint8`` matrix ``[n_rows, row_bytes]`` mapped from a new file that then
-        replaces the one at :attr:`path` (a matrix given before stays valid).
+        replaces the one at :attr:`path` (a matrix given before stays valid, in its own file).
 
         Raises:
             ValueError: the file was closed.
@@ -182,51 +181,10 @@ class BackingFile:
         fd, mapping = self._new_file(n_rows, row_bytes)
         old, self._claim.fd = self._claim.fd, fd
         os.close(old)
-        self._mapping = mapping
-        self._row_bytes = row_bytes
-        if mapping is None:
-            return torch.zeros((n_rows, row_bytes), dtype=torch.uint8)
         requested = self._requested
-        self._out_of_core = nbytes > _physical_memory() // 2 if requested is None else requested
-        if self._out_of_core:
-            mapping.madvise(mmap.MADV_RANDOM)
-            self._baseline = _resident_file_bytes()
-        array = np.frombuffer(mapping, dtype=np.uint8).reshape(n_rows, row_bytes)
-        return torch.from_numpy(array)
-
-    def will_read(self, rows: torch.Tensor) -> None:
-        """Out of core: ask the kernel for every page of ``rows`` at once (``MADV_WILLNEED``
-        on each run of adjacent pages), before the gather faults on them one by one."""
-        mapping = self._mapping
-        if not self._out_of_core or mapping is None or rows.numel() == 0:
-            return
-        width = self._row_bytes
-        starts = np.unique(rows.numpy()) * width
-        first, last = starts // PAGE, (starts + width - 1) // PAGE
-        # Runs of pages: a row whose first page follows the previous row's last starts none.
-        new = np.ones(len(first), dtype=bool)
-        new[1:] = first[1:] > last[:-1] + 1
-        ends = np.append(np.flatnonzero(new)[1:] - 1, len(first) - 1)
-        for low, high in zip(first[new].tolist(), last[ends].tolist(), strict=True):
-            mapping.madvise(mmap.MADV_WILLNEED, low * PAGE, (high - low + 1) * PAGE)
-
-    def will_write(self, first: int, count: int) -> None:
-        """Out of core: ask the kernel for the pages of rows ``[first, first + count)`` in one
-        request (a write through the mapping faults each page in before changing it)."""
-        mapping = self._mapping
-        if not self._out_of_core or mapping is None or count == 0:
-            return
-        low = first * self._row_bytes // PAGE * PAGE
-        mapping.madvise(mmap.MADV_WILLNEED, low, (first + count) * self._row_bytes - low)
-
-    def accessed(self) -> None:
-        """Out of core: drop the mapping's page-table entries once the process's resident
-        file pages grew by ``RESIDENT_LIMIT`` (its data stays in the page cache and file)."""
-        mapping = self._mapping
-        if not self._out_of_core or mapping is None:
-            return
-        if _resident_file_bytes() - self._baseline > RESIDENT_LIMIT:
-            mapping.madvise(mmap.MADV_DONTNEED)
+        out_of_core = nbytes > _physical_memory() // 2 if requested is None else requested
+        self._out_of_core = out_of_core and mapping is not None
+        return MappedRows(self.path, os.dup(fd), mapping, n_rows, row_bytes, self._out_of_core)
 
     # --------------------------------------------------------------- the file
     def _new_file(self, n_rows: int, row_bytes: int) -> tuple[int, mmap.mmap | None]:
@@ -268,6 +226,88 @@ class BackingFile:
             temp.unlink(missing_ok=True)
             raise
         return fd, mapping
+
+
+class MappedRows:
+    """One matrix of a :class:`BackingFile`: its mapping, and a descriptor of its own file for
+    ``pwrite`` (a :class:`~bufcore.storage.memory.AllocatedRows`). It writes to that file even
+    after a later allocation replaced it at the path.
+
+    Args:
+        path: The backing file's path (for messages).
+        fd: A descriptor of this matrix's file, owned (closed when this object goes).
+        mapping: The rows mapped, or None for a matrix of no bytes.
+        n_rows: Rows of the matrix.
+        row_bytes: Bytes per row.
+        out_of_core: Whether to read ahead, write packed and bound resident pages (see the
+            module docstring).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        mapping: mmap.mmap | None,
+        n_rows: int,
+        row_bytes: int,
+        out_of_core: bool,
+    ) -> None:
+        self._path = path
+        self._fd = fd
+        weakref.finalize(self, os.close, fd)
+        self._mapping = mapping
+        self._row_bytes = row_bytes
+        self.packed_writes = out_of_core
+        if mapping is None:
+            self.matrix = torch.zeros((n_rows, row_bytes), dtype=torch.uint8)
+            return
+        if out_of_core:
+            mapping.madvise(mmap.MADV_RANDOM)
+        self._baseline = _resident_file_bytes()
+        self.matrix = torch.from_numpy(
+            np.frombuffer(mapping, dtype=np.uint8).reshape(n_rows, row_bytes)
+        )
+
+    def write(self, first: int, rows: np.ndarray) -> None:
+        """Write packed ``rows`` as rows ``[first, first + len(rows))`` with ``pwrite`` (the
+        mapping sees them at once: one page cache).
+
+        Raises:
+            OSError: the write failed (the message names the path); some rows may be written.
+        """
+        data = rows.data.cast("B")
+        offset = HEADER_BYTES + first * self._row_bytes
+        try:
+            while data:
+                done = os.pwrite(self._fd, data, offset)
+                data, offset = data[done:], offset + done
+        except OSError as err:
+            raise OSError(err.errno, f"backing file {self._path}: {err.strerror}") from err
+
+    def will_read(self, rows: torch.Tensor) -> None:
+        """Out of core: ask the kernel for every page of ``rows`` at once (``MADV_WILLNEED``
+        on each run of adjacent pages), before the gather faults on them one by one."""
+        mapping = self._mapping
+        if not self.packed_writes or mapping is None or rows.numel() == 0:
+            return
+        width = self._row_bytes
+        starts = np.unique(rows.numpy()) * width
+        first, last = starts // PAGE, (starts + width - 1) // PAGE
+        # Runs of pages: a row whose first page follows the previous row's last starts none.
+        new = np.ones(len(first), dtype=bool)
+        new[1:] = first[1:] > last[:-1] + 1
+        ends = np.append(np.flatnonzero(new)[1:] - 1, len(first) - 1)
+        for low, high in zip(first[new].tolist(), last[ends].tolist(), strict=True):
+            mapping.madvise(mmap.MADV_WILLNEED, low * PAGE, (high - low + 1) * PAGE)
+
+    def accessed(self) -> None:
+        """Out of core: drop the mapping's page-table entries once the process's resident
+        file pages grew by ``RESIDENT_LIMIT`` (its data stays in the page cache and file)."""
+        mapping = self._mapping
+        if not self.packed_writes or mapping is None:
+            return
+        if _resident_file_bytes() - self._baseline > RESIDENT_LIMIT:
+            mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def is_backing_file(path: str | os.PathLike[str]) -> bool:

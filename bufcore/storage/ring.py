@@ -36,10 +36,12 @@ but get no memory (:attr:`RingStorage.absent`), and every method that would read
 
 File-backed rows: given a :class:`~bufcore.storage.memory.RowMemory` (a memory-mapped file made
 by :mod:`bufcore.persist.backing`), the matrix lives there and everything above works on it
-unchanged; the ring tells that memory which rows each gather reads and each write overwrites,
-and restores saved rows in blocks of ``RESTORE_BYTES`` (every leaf of a block before the next),
-so a file larger than the machine's memory is written once, front to back, at bounded resident
-memory.
+unchanged. The ring tells that memory which rows each gather reads; it restores saved rows in
+blocks of ``RESTORE_BYTES`` (every leaf of a block before the next), so each page is written
+once; and when the memory asks for packed writes (a file larger than the machine's memory),
+writes and restores go through a :class:`~bufcore.storage.packed.PackedWriter` instead of the
+matrix. Needed by: the file-backed rows of ``python -m bench --only memmap`` (README "Past RAM:
+file-backed buffers").
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from bufcore.storage.leaves import STORABLE as STORABLE
 from bufcore.storage.memory import MAX_STORAGE_BYTES as MAX_STORAGE_BYTES
 from bufcore.storage.memory import (
     ROW_ALIGN,
+    AllocatedRows,
     RowMemory,
     check_rows_size,
     copy_rows,
@@ -65,6 +68,7 @@ from bufcore.storage.memory import (
     pack_leaves,
 )
 from bufcore.storage.outputs import OutputPool, check_out
+from bufcore.storage.packed import PackedWriter
 from bufcore.tree import (
     KeyPath,
     LeafSpec,
@@ -121,6 +125,9 @@ class RingStorage:
         self._views: dict[KeyPath, torch.Tensor] = {}
         self._flat_views: dict[KeyPath, torch.Tensor] = {}
         self._columns: dict[KeyPath, np.ndarray] | None = None
+        self._packer: PackedWriter | None = None
+        # The allocation of ``memory`` holding the rows (None in the process's own memory).
+        self._allocated: AllocatedRows | None = None
         self._outputs = OutputPool(device)
         self._writes = np.empty(0, dtype=np.int64)
 
@@ -231,20 +238,21 @@ class RingStorage:
         start = (self.cursor + n - kept) % cap
         first = min(kept, cap - start)
         staged = {path: self._staged(src[n - kept :]) for path, src in batch.leaves.items()}
-        if self.memory is not None:
-            envs = self.envs
-            self.memory.will_write(start * envs, first * envs)
-            self.memory.will_write(0, (kept - first) * envs)
-        for path, src in staged.items():
-            self._copy(path, start, src[:first])
+        if self._packer is not None:
+            self._packer.write(start, {path: src[:first] for path, src in staged.items()})
             if kept > first:
-                self._copy(path, 0, src[first:])
+                self._packer.write(0, {path: src[first:] for path, src in staged.items()})
+        else:
+            for path, src in staged.items():
+                self._copy(path, start, src[:first])
+                if kept > first:
+                    self._copy(path, 0, src[first:])
         self._writes[start : start + first] += 1
         self._writes[: kept - first] += 1
         self.is_full = self.is_full or self.cursor + n >= cap
         self.cursor = (self.cursor + n) % cap
-        if self.memory is not None:
-            self.memory.accessed()
+        if self._allocated is not None:
+            self._allocated.accessed()
 
     def _copy(self, path: KeyPath, start: int, src: torch.Tensor) -> None:
         """Write ``src`` (time rows of one leaf) at time row ``start``."""
@@ -302,6 +310,12 @@ class RingStorage:
         self._offsets = packed.offsets
         self._flat_views = packed.flat_views
         self._columns = packed.columns
+        allocated = self._allocated = packed.allocated
+        self._packer = (
+            PackedWriter(present, envs, self.batch_dims, allocated)
+            if allocated is not None and allocated.packed_writes
+            else None
+        )
         self._views = {
             p: flat.view(*lead, *present[p].shape) for p, flat in packed.flat_views.items()
         }
@@ -363,10 +377,13 @@ class RingStorage:
     def _read_rows(self, source: RowSource, count: int) -> None:
         """Copy ``source``'s ``count`` rows into the views: at once in memory; in blocks into
         a file-backed matrix, so each of its pages is written once and the memory can drop
-        the pages done with (:meth:`RowMemory.accessed`)."""
-        memory = self.memory
-        if memory is None:
+        the pages done with (:meth:`AllocatedRows.accessed`); packed, when the memory asks."""
+        allocated = self._allocated
+        if allocated is None:
             source.read_into({path: view[:count] for path, view in self._views.items()})
+            return
+        if self._packer is not None:
+            self._packer.restore(source, count)
             return
         row_bytes = 0 if self._rows is None else int(self._rows.shape[1])
         step = max(1, RESTORE_BYTES // max(1, row_bytes * self.envs))
@@ -375,7 +392,7 @@ class RingStorage:
             source.read_into(
                 {path: view[start:stop] for path, view in self._views.items()}, start=start
             )
-            memory.accessed()
+            allocated.accessed()
 
     def rows(self) -> dict[KeyPath, torch.Tensor]:
         """The filled rows ``[0, len)`` of every leaf, in physical order, as live views.
@@ -424,13 +441,13 @@ class RingStorage:
         outputs = self._outputs.take(tuple(layout.values())) if out is None else out
         flat_index = index.reshape(-1)
         count = flat_index.numel()
-        if self.memory is not None:
-            self.memory.will_read(flat_index)
+        if self._allocated is not None:
+            self._allocated.will_read(flat_index)
         for path, output in zip(selected, outputs, strict=True):
             flat_output = output.view(count, *self.spec[path].shape)
             torch.index_select(self._flat_views[path], 0, flat_index, out=flat_output)
-        if self.memory is not None:
-            self.memory.accessed()
+        if self._allocated is not None:
+            self._allocated.accessed()
         return dict(zip(selected, outputs, strict=True))
 
     def output_layout(

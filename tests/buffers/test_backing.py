@@ -15,7 +15,8 @@ import torch
 
 import bufcore
 from bufcore import BackingFile, DictBuffer, PrioritizedSampler, TrajectoryDictBufferMultiDim
-from bufcore.storage import ring
+from bufcore.persist import backing as backing_module
+from bufcore.storage import packed, ring
 
 SEED = 11
 CAPACITIES = [1, 2, 3, 7, 10]
@@ -95,15 +96,28 @@ CASES = [
     for kind in KINDS
     for capacity in CAPACITIES
 ]
+# In core: written and read through the mapping; out of core: written packed with pwrite,
+# read ahead, resident pages dropped (at every access here, so that path runs too).
+MODES = [pytest.param(False, id="in-core"), pytest.param(True, id="out-of-core")]
+
+
+@pytest.fixture(autouse=True)
+def _drop_mappings_at_every_access(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backing_module, "RESIDENT_LIMIT", -1)
+
+
+def backed(tmp_path: Path, out_of_core: bool, name: str = "ring.bin") -> BackingFile:
+    return BackingFile(tmp_path / name, out_of_core=out_of_core)
 
 
 # ------------------------------------------------------------------------- equivalence
+@pytest.mark.parametrize("out_of_core", MODES)
 @pytest.mark.parametrize(("kind", "capacity"), CASES)
 def test_a_file_backed_buffer_draws_exactly_the_batches_of_one_in_memory(
-    tmp_path: Path, kind: str, capacity: int
+    tmp_path: Path, kind: str, capacity: int, out_of_core: bool
 ) -> None:
     ram = make(kind, capacity, None)
-    filed = make(kind, capacity, BackingFile(tmp_path / "ring.bin"))
+    filed = make(kind, capacity, backed(tmp_path, out_of_core))
     fill(kind, [ram, filed], [1, 2, capacity + 1, 3, 1])
     assert (len(filed), filed.cursor, filed.is_full) == (len(ram), ram.cursor, ram.is_full)
     assert_same(filed.get_full_buffer(), ram.get_full_buffer())
@@ -111,60 +125,66 @@ def test_a_file_backed_buffer_draws_exactly_the_batches_of_one_in_memory(
     assert filed.backing is not None and filed.backing.path == tmp_path / "ring.bin"
 
 
+@pytest.mark.parametrize("out_of_core", MODES)
 @pytest.mark.parametrize(("kind", "capacity"), CASES)
 def test_a_file_backed_buffer_saves_the_same_checkpoint_bytes_as_one_in_memory(
-    tmp_path: Path, kind: str, capacity: int
+    tmp_path: Path, kind: str, capacity: int, out_of_core: bool
 ) -> None:
     ram = make(kind, capacity, None)
-    filed = make(kind, capacity, BackingFile(tmp_path / "ring.bin"))
+    filed = make(kind, capacity, backed(tmp_path, out_of_core))
     fill(kind, [ram, filed], [2, capacity + 2])
     ram.save(tmp_path / "ram")
     filed.save(tmp_path / "filed")
     assert digests(tmp_path / "filed") == digests(tmp_path / "ram")
 
 
+@pytest.mark.parametrize("out_of_core", MODES)
 @pytest.mark.parametrize(("kind", "capacity"), CASES)
 def test_a_checkpoint_opened_file_backed_continues_as_the_one_loaded_in_memory(
-    tmp_path: Path, kind: str, capacity: int
+    tmp_path: Path, kind: str, capacity: int, out_of_core: bool
 ) -> None:
     source = make(kind, capacity, None)
     fill(kind, [source], [2, capacity + 1])
     source.save(tmp_path / "ckpt")
     before = digests(tmp_path / "ckpt")
     ram = bufcore.load_buffer(tmp_path / "ckpt")
-    filed = bufcore.load_buffer(tmp_path / "ckpt", backing=BackingFile(tmp_path / "ring.bin"))
+    filed = bufcore.load_buffer(tmp_path / "ckpt", backing=backed(tmp_path, out_of_core))
     assert type(filed) is type(source) and filed.backing is not None
     fill(kind, [ram, filed], [1, capacity, 2])
     assert_same(filed.get_full_buffer(), ram.get_full_buffer())
     assert digests(tmp_path / "ckpt") == before  # the checkpoint is never written
 
 
+@pytest.mark.parametrize("out_of_core", MODES)
 @pytest.mark.parametrize(("kind", "capacity"), CASES)
 def test_a_restore_one_row_per_block_copies_every_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, capacity: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, capacity: int, out_of_core: bool
 ) -> None:
     monkeypatch.setattr(ring, "RESTORE_BYTES", 1)
+    monkeypatch.setattr(packed, "PACK_BYTES", 1)
     source = make(kind, capacity, None)
     fill(kind, [source], [capacity + 2])
     source.save(tmp_path / "ckpt")
-    filed = bufcore.load_buffer(tmp_path / "ckpt", backing=BackingFile(tmp_path / "ring.bin"))
+    filed = bufcore.load_buffer(tmp_path / "ckpt", backing=backed(tmp_path, out_of_core))
     assert_same(filed.get_full_buffer(), source.get_full_buffer())
     in_memory = type(source).from_state_dict(
-        source.state_dict(), backing=BackingFile(tmp_path / "ring2.bin")
+        source.state_dict(), backing=backed(tmp_path, out_of_core, "ring2.bin")
     )
     assert_same(in_memory.get_full_buffer(), source.get_full_buffer())
 
 
+@pytest.mark.parametrize("out_of_core", MODES)
 @pytest.mark.parametrize("capacity", CAPACITIES)
 def test_a_partial_load_file_backed_holds_the_leaves_asked_for(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capacity: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capacity: int, out_of_core: bool
 ) -> None:
     monkeypatch.setattr(ring, "RESTORE_BYTES", 1)
+    monkeypatch.setattr(packed, "PACK_BYTES", 1)
     source = make("dict", capacity, None)
     fill("dict", [source], [capacity + 2])
     source.save(tmp_path / "ckpt")
     filed = DictBuffer.load(
-        tmp_path / "ckpt", leaves=["step"], backing=BackingFile(tmp_path / "ring.bin")
+        tmp_path / "ckpt", leaves=["step"], backing=backed(tmp_path, out_of_core)
     )
     ram = DictBuffer.load(tmp_path / "ckpt", leaves=["step"])
     # The storage refuses whole views of a partial load: read the loaded leaf itself.
@@ -174,10 +194,13 @@ def test_a_partial_load_file_backed_holds_the_leaves_asked_for(
         filed.sample(2)
 
 
-def test_load_state_dict_keeps_a_buffer_file_backed_at_its_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize("out_of_core", MODES)
+def test_load_state_dict_keeps_a_buffer_file_backed_at_its_path(
+    tmp_path: Path, out_of_core: bool
+) -> None:
     source = make("dict", 7, None)
     fill("dict", [source], [9])
-    backing = BackingFile(tmp_path / "ring.bin")
+    backing = backed(tmp_path, out_of_core)
     filed = make("dict", 4, backing)
     filed.extend(batch("dict", 100, 3))
     old_view = filed.storage["step"]  # type: ignore[index]
@@ -189,11 +212,12 @@ def test_load_state_dict_keeps_a_buffer_file_backed_at_its_path(tmp_path: Path) 
 
 
 # ------------------------------------------------------------------------- out= and checks
+@pytest.mark.parametrize("out_of_core", MODES)
 @pytest.mark.parametrize("capacity", CAPACITIES)
 def test_sample_into_out_fills_out_with_the_rows_the_same_draw_returns(
-    tmp_path: Path, capacity: int
+    tmp_path: Path, capacity: int, out_of_core: bool
 ) -> None:
-    filed = make("dict", capacity, BackingFile(tmp_path / "ring.bin"))
+    filed = make("dict", capacity, backed(tmp_path, out_of_core))
     fill("dict", [filed], [capacity + 1])
     state = torch.Generator().manual_seed(2).get_state()
     expected = filed.sample(5, generator=torch.Generator().set_state(state))
@@ -235,13 +259,14 @@ def bad_keys(kind: str) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.parametrize("out_of_core", MODES)
 @pytest.mark.parametrize("bad", [bad_shape, bad_dtype, bad_keys])
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_refused_batch_leaves_the_buffer_and_its_file_as_before(
-    tmp_path: Path, kind: str, bad: Callable[[str], dict[str, Any]]
+    tmp_path: Path, kind: str, bad: Callable[[str], dict[str, Any]], out_of_core: bool
 ) -> None:
     path = tmp_path / "ring.bin"
-    filed = make(kind, 3, BackingFile(path))
+    filed = make(kind, 3, backed(tmp_path, out_of_core))
     fill(kind, [filed], [4])
     position = (len(filed), filed.cursor, filed.is_full)
     rows = path.read_bytes()

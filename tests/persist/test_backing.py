@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import itertools
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -207,7 +209,7 @@ def test_close_removes_the_file_and_closing_twice_does_nothing(tmp_path: Path) -
 def test_views_of_the_rows_stay_readable_after_close(tmp_path: Path) -> None:
     path = tmp_path / "ring.bin"
     backing = BackingFile(path)
-    rows = backing.allocate(4, 16)
+    rows = backing.allocate(4, 16).matrix
     rows[2] = 9
     backing.close()
     assert not path.exists()
@@ -258,7 +260,7 @@ def test_a_forked_child_that_closes_it_leaves_the_parents_file(tmp_path: Path) -
 def test_an_allocation_sizes_the_file_and_the_header_records_the_rows(tmp_path: Path) -> None:
     path = tmp_path / "ring.bin"
     backing = BackingFile(path)
-    rows = backing.allocate(10, 48)
+    rows = backing.allocate(10, 48).matrix
     assert rows.shape == (10, 48) and rows.dtype == torch.uint8 and int(rows.sum()) == 0
     assert path.stat().st_size == HEADER_BYTES + 480
     assert (header(path)["rows"], header(path)["row_bytes"]) == (10, 48)
@@ -270,7 +272,7 @@ def test_rows_written_through_the_mapping_are_in_the_file_after_the_header(
 ) -> None:
     path = tmp_path / "ring.bin"
     backing = BackingFile(path)
-    rows = backing.allocate(3, 16)
+    rows = backing.allocate(3, 16).matrix
     rows[1] = torch.arange(16, dtype=torch.uint8)
     assert path.read_bytes()[HEADER_BYTES + 16 : HEADER_BYTES + 32] == bytes(range(16))
     backing.close()
@@ -279,9 +281,9 @@ def test_rows_written_through_the_mapping_are_in_the_file_after_the_header(
 def test_a_second_allocation_leaves_the_first_matrix_readable(tmp_path: Path) -> None:
     path = tmp_path / "ring.bin"
     backing = BackingFile(path)
-    first = backing.allocate(4, 16)
+    first = backing.allocate(4, 16).matrix
     first.fill_(3)
-    second = backing.allocate(8, 32)
+    second = backing.allocate(8, 32).matrix
     assert int(first.sum()) == 3 * 64 and int(second.sum()) == 0
     assert path.stat().st_size == HEADER_BYTES + 256
     assert leftovers(tmp_path) == []
@@ -290,7 +292,7 @@ def test_a_second_allocation_leaves_the_first_matrix_readable(tmp_path: Path) ->
 
 def test_an_allocation_of_no_bytes_maps_nothing(tmp_path: Path) -> None:
     backing = BackingFile(tmp_path / "ring.bin")
-    rows = backing.allocate(5, 0)
+    rows = backing.allocate(5, 0).matrix
     assert rows.shape == (5, 0)
     backing.close()
 
@@ -309,7 +311,7 @@ def test_a_file_that_cannot_be_reserved_raises_and_leaves_nothing(
         backing.allocate(100, 16)
     assert path.stat().st_size == HEADER_BYTES and leftovers(tmp_path) == []
     monkeypatch.undo()
-    assert backing.allocate(100, 16).shape == (100, 16)  # still usable
+    assert backing.allocate(100, 16).matrix.shape == (100, 16)  # still usable
     backing.close()
 
 
@@ -358,3 +360,56 @@ def test_out_of_core_rows_survive_dropping_the_mapping_at_every_access(
     assert backing.out_of_core
     full, ram_full = buffer.get_full_buffer(), ram.get_full_buffer()
     assert torch.equal(full["obs"], ram_full["obs"])
+
+
+def test_a_packed_write_lands_in_the_file_and_the_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "ring.bin"
+    backing = BackingFile(path, out_of_core=True)
+    rows = backing.allocate(4, 16)
+    assert rows.packed_writes
+    data = np.arange(32, dtype=np.uint8).reshape(2, 16)
+    rows.write(1, data)
+    assert rows.matrix[1:3].flatten().tolist() == list(range(32))
+    assert path.read_bytes()[HEADER_BYTES + 16 : HEADER_BYTES + 48] == bytes(range(32))
+    backing.close()
+
+
+def test_an_earlier_matrix_keeps_writing_to_its_own_file_after_a_new_allocation(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ring.bin"
+    backing = BackingFile(path, out_of_core=True)
+    old = backing.allocate(4, 16)
+    new = backing.allocate(4, 16)
+    old.write(0, np.full((1, 16), 5, dtype=np.uint8))
+    assert old.matrix[0].tolist() == [5] * 16
+    assert new.matrix[0].tolist() == [0] * 16
+    assert path.read_bytes()[HEADER_BYTES : HEADER_BYTES + 16] == bytes(16)
+    backing.close()
+
+
+def test_in_core_rows_are_written_through_the_mapping(tmp_path: Path) -> None:
+    backing = BackingFile(tmp_path / "ring.bin", out_of_core=False)
+    assert not backing.allocate(4, 16).packed_writes
+    backing.close()
+
+
+@pytest.mark.parametrize("rows", [[0], [5], [0, 1, 2], [9, 3, 3, 700], list(range(0, 900, 7))])
+def test_reading_ahead_asks_for_every_page_of_the_rows_in_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[int]
+) -> None:
+    backing = BackingFile(tmp_path / "ring.bin", out_of_core=True)
+    allocated = backing.allocate(1000, 1500)
+    asked: list[tuple[int, int]] = []
+
+    class Recorder:
+        def madvise(self, option: int, start: int, length: int) -> None:
+            asked.append((start, start + length))
+
+    monkeypatch.setattr(allocated, "_mapping", Recorder())
+    allocated.will_read(torch.tensor(rows))
+    pages = {p for a, b in asked for p in range(a // 4096, b // 4096)}
+    wanted = {p for r in rows for p in range(r * 1500 // 4096, (r * 1500 + 1499) // 4096 + 1)}
+    assert pages == wanted
+    assert all(b < c for (_, b), (c, _) in itertools.pairwise(asked))  # disjoint runs
+    backing.close()

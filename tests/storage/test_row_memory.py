@@ -1,14 +1,16 @@
 """A ring whose rows live in a given RowMemory (a mapped file, in bufcore): where they are
-allocated, what the memory is told about reads and writes, and restores block by block."""
+allocated, what the allocation is told about reads and accesses, packed writes, and restores
+block by block."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
 import torch
 
-from bufcore.storage import ring
+from bufcore.storage import packed, ring
 from bufcore.storage.batches import TensorRows
 from bufcore.storage.memory import RowMemory
 from bufcore.storage.ring import RingStorage
@@ -18,25 +20,38 @@ CPU = torch.device("cpu")
 
 
 @dataclass
-class RecordingMemory:
-    """A RowMemory in the process's memory that records what the ring tells it."""
+class RecordingRows:
+    """An allocation in the process's memory that records what the ring tells it."""
 
-    matrices: list[torch.Tensor] = field(default_factory=list)
-    events: list[tuple[object, ...]] = field(default_factory=list)
+    matrix: torch.Tensor
+    packed_writes: bool
+    events: list[tuple[object, ...]]
 
-    def allocate(self, n_rows: int, row_bytes: int) -> torch.Tensor:
-        self.matrices.append(torch.zeros((n_rows, row_bytes), dtype=torch.uint8))
-        self.events.append(("allocate", n_rows, row_bytes))
-        return self.matrices[-1]
+    def write(self, first: int, rows: np.ndarray) -> None:
+        assert rows.flags.c_contiguous and rows.dtype == np.uint8
+        self.events.append(("write", first, len(rows)))
+        self.matrix[first : first + len(rows)] = torch.from_numpy(rows.copy())
 
     def will_read(self, rows: torch.Tensor) -> None:
         self.events.append(("read", rows.tolist()))
 
-    def will_write(self, first: int, count: int) -> None:
-        self.events.append(("write", first, count))
-
     def accessed(self) -> None:
         self.events.append(("accessed",))
+
+
+@dataclass
+class RecordingMemory:
+    """A RowMemory whose allocations record what the ring tells them."""
+
+    packed: bool = False
+    allocations: list[RecordingRows] = field(default_factory=list)
+    events: list[tuple[object, ...]] = field(default_factory=list)
+
+    def allocate(self, n_rows: int, row_bytes: int) -> RecordingRows:
+        self.events.append(("allocate", n_rows, row_bytes))
+        matrix = torch.zeros((n_rows, row_bytes), dtype=torch.uint8)
+        self.allocations.append(RecordingRows(matrix, self.packed, self.events))
+        return self.allocations[-1]
 
 
 @dataclass
@@ -64,10 +79,16 @@ class BlockSource:
 
 
 def rows(first: int, n: int, envs: int | None = None) -> dict[str, object]:
+    """Rows numbered ``first ..``: an int64 id and a float32 [3] leaf (32-byte packed rows)."""
     ids = torch.arange(first, first + n)
     if envs is not None:
         ids = ids[:, None].expand(n, envs)
     return {"x": ids.float()[..., None].expand(*ids.shape, 3), "id": ids.clone()}
+
+
+def assert_same_rows(storage: RingStorage, model: RingStorage) -> None:
+    for path, view in model.views.items():
+        assert torch.equal(storage.views[path], view), path
 
 
 def test_the_recording_memory_is_a_row_memory() -> None:
@@ -79,8 +100,9 @@ def test_a_ring_given_memory_allocates_its_rows_there() -> None:
     storage = RingStorage(4, device=CPU, memory=memory)
     storage.write(storage.validate(rows(0, 2)))
     assert memory.events[0] == ("allocate", 4, 32)  # 12 + 8 bytes, padded to 16
-    assert storage.views[("id",)].untyped_storage().data_ptr() == memory.matrices[0].data_ptr()
-    assert memory.matrices[0].view(torch.int64)[:2, 0].tolist() == [0, 1]
+    matrix = memory.allocations[0].matrix
+    assert storage.views[("id",)].untyped_storage().data_ptr() == matrix.data_ptr()
+    assert matrix.view(torch.int64)[:2, 0].tolist() == [0, 1]
 
 
 def test_a_ring_with_memory_off_the_cpu_is_refused() -> None:
@@ -98,53 +120,90 @@ def test_a_gather_names_its_rows_to_the_memory_before_reading_and_reports_after(
     assert got[("id",)].tolist() == [[3, 1], [1, 0]]
 
 
+def test_an_unpacked_write_goes_through_the_matrix_and_reports_the_access() -> None:
+    memory = RecordingMemory()
+    storage = RingStorage(4, device=CPU, memory=memory)
+    storage.write(storage.validate(rows(0, 3)))
+    assert memory.events == [("allocate", 4, 32), ("accessed",)]
+    assert memory.allocations[0].matrix.view(torch.int64)[:3, 0].tolist() == [0, 1, 2]
+
+
 @pytest.mark.parametrize(
     ("capacity", "before", "n", "parts"),
     [
-        (1, 0, 1, [(0, 1), (0, 0)]),
-        (2, 1, 1, [(1, 1), (0, 0)]),
+        (1, 0, 1, [(0, 1)]),
+        (2, 1, 1, [(1, 1)]),
         (5, 3, 4, [(3, 2), (0, 2)]),
-        (5, 3, 12, [(0, 5), (0, 0)]),  # over capacity: the last 5 rows, from row 0
+        (5, 3, 12, [(0, 5)]),  # over capacity: the last 5 rows, from row 0
         (7, 6, 3, [(6, 1), (0, 2)]),
     ],
 )
-def test_a_write_names_the_rows_it_overwrites_both_parts_of_a_wrap(
+def test_a_packed_write_hands_whole_rows_to_the_memory_in_both_parts_of_a_wrap(
     capacity: int, before: int, n: int, parts: list[tuple[int, int]]
 ) -> None:
-    memory = RecordingMemory()
+    memory = RecordingMemory(packed=True)
     storage = RingStorage(capacity, device=CPU, memory=memory)
-    if before:
-        storage.write(storage.validate(rows(0, before)))
+    model = RingStorage(capacity, device=CPU)
+    for each in (storage, model):
+        if before:
+            each.write(each.validate(rows(0, before)))
     memory.events.clear()
-    storage.write(storage.validate(rows(before, n)))
-    allocated = [e for e in memory.events if e[0] == "allocate"]
+    for each in (storage, model):
+        each.write(each.validate(rows(before, n)))
     assert [e for e in memory.events if e[0] == "write"] == [("write", *p) for p in parts]
-    assert memory.events[-1] == ("accessed",) and len(allocated) == (0 if before else 1)
+    assert memory.events[-1] == ("accessed",)
+    assert_same_rows(storage, model)
 
 
-def test_a_write_of_time_env_rows_names_flat_rows() -> None:
-    memory = RecordingMemory()
+def test_a_packed_write_of_time_env_rows_names_flat_rows() -> None:
+    memory = RecordingMemory(packed=True)
     storage = RingStorage(3, device=CPU, batch_dims=2, memory=memory)
     storage.write(storage.validate(rows(0, 2, envs=4)))
     memory.events.clear()
     storage.write(storage.validate(rows(2, 2, envs=4)))
     assert [e for e in memory.events if e[0] == "write"] == [("write", 8, 4), ("write", 0, 4)]
+    assert storage.views[("id",)].tolist() == [[3] * 4, [1] * 4, [2] * 4]
 
 
+@pytest.mark.parametrize("block_bytes", [32, 64, 96, 1 << 20])
+def test_a_packed_write_larger_than_a_block_goes_block_by_block(
+    monkeypatch: pytest.MonkeyPatch, block_bytes: int
+) -> None:
+    monkeypatch.setattr(packed, "PACK_BYTES", block_bytes)
+    memory = RecordingMemory(packed=True)
+    storage = RingStorage(10, device=CPU, memory=memory)
+    storage.write(storage.validate(rows(0, 7)))
+    step = min(7, max(1, block_bytes // 32))
+    expected = [("write", a, min(step, 7 - a)) for a in range(0, 7, step)]
+    assert [e for e in memory.events if e[0] == "write"] == expected
+    assert storage.views[("id",)][:7].tolist() == list(range(7))
+
+
+def test_a_packed_write_casts_to_the_stored_dtype() -> None:
+    memory = RecordingMemory(packed=True)
+    storage = RingStorage(4, device=CPU, memory=memory)
+    storage.write(storage.validate({"x": torch.ones(2, 3)}))
+    storage.write(storage.validate({"x": torch.full((1, 3), 0.5, dtype=torch.float64)}))
+    assert storage.views[("x",)][:3, 0].tolist() == [1.0, 1.0, 0.5]
+
+
+@pytest.mark.parametrize("packed_writes", [False, True])
 @pytest.mark.parametrize("capacity", [1, 2, 3, 7, 10])
 @pytest.mark.parametrize("block_bytes", [1, 40, 100, 1 << 20])
 def test_a_restore_into_memory_reads_each_block_once_in_order(
-    monkeypatch: pytest.MonkeyPatch, capacity: int, block_bytes: int
+    monkeypatch: pytest.MonkeyPatch, capacity: int, block_bytes: int, packed_writes: bool
 ) -> None:
     monkeypatch.setattr(ring, "RESTORE_BYTES", block_bytes)
+    monkeypatch.setattr(packed, "PACK_BYTES", block_bytes)
     source = BlockSource({("id",): torch.arange(capacity) * 10, ("x",): torch.randn(capacity, 3)})
-    memory = RecordingMemory()
+    memory = RecordingMemory(packed=packed_writes)
     storage = RingStorage(capacity, device=CPU, memory=memory)
     storage.restore(source, cursor=0, is_full=True)
-    step = max(1, block_bytes // 32)
+    step = min(capacity, max(1, block_bytes // 32))
     expected = [(start, min(step, capacity - start)) for start in range(0, capacity, step)]
     assert source.starts == expected
-    assert memory.events.count(("accessed",)) == len(expected)
+    writes = [e[1:] for e in memory.events if e[0] == "write"]
+    assert writes == (expected if packed_writes else [])
     assert storage.views[("id",)].tolist() == (torch.arange(capacity) * 10).tolist()
     assert torch.equal(storage.views[("x",)], source.leaves[("x",)])
 

@@ -93,6 +93,10 @@ class AllocatedRows(Protocol):
         """A gather is about to read these rows (CPU int64, any order, repeats allowed)."""
         ...
 
+    def will_scan(self) -> None:
+        """Every row is about to be read in order (a save), until the next gather."""
+        ...
+
     def accessed(self) -> None:
         """A gather, write or restore step is done."""
         ...

@@ -401,6 +401,8 @@ class RingStorage:
             LeafNotLoadedError: a leaf was not loaded (its rows are not here to save).
         """
         self._loaded(self.spec or {}, "saving the rows")
+        if self._allocated is not None:
+            self._allocated.will_scan()
         return {path: self._views[path][: len(self)] for path in self.spec or {}}
 
     def clear(self) -> None:

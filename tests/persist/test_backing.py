@@ -6,6 +6,7 @@ import errno
 import gc
 import itertools
 import json
+import mmap
 import os
 import signal
 import subprocess
@@ -412,4 +413,29 @@ def test_reading_ahead_asks_for_every_page_of_the_rows_in_runs(
     wanted = {p for r in rows for p in range(r * 1500 // 4096, (r * 1500 + 1499) // 4096 + 1)}
     assert pages == wanted
     assert all(b < c for (_, b), (c, _) in itertools.pairwise(asked))  # disjoint runs
+    backing.close()
+
+
+def test_a_save_reads_an_out_of_core_ring_sequentially_then_gathers_go_back_to_random(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backing = BackingFile(tmp_path / "ring.bin", out_of_core=True)
+    buffer = DictBuffer(capacity=50, seed=0, backing=backing)
+    buffer.extend({"obs": torch.randn(50, 100)})
+    allocated = buffer._storage._allocated
+    advice: list[int] = []
+    mapping = allocated._mapping  # type: ignore[union-attr]
+
+    class Recorder:
+        def madvise(self, option: int, *span: int) -> None:
+            advice.append(option)
+            mapping.madvise(option, *span)
+
+    monkeypatch.setattr(allocated, "_mapping", Recorder())
+    buffer.save(tmp_path / "ckpt")
+    buffer.save(tmp_path / "ckpt")
+    assert advice == [mmap.MADV_SEQUENTIAL]
+    buffer.sample(4)
+    assert advice[:2] == [mmap.MADV_SEQUENTIAL, mmap.MADV_RANDOM]
+    assert bufcore.load_buffer(tmp_path / "ckpt").get_full_buffer()["obs"].shape == (50, 100)
     backing.close()

@@ -35,6 +35,9 @@ class RecordingRows:
     def will_read(self, rows: torch.Tensor) -> None:
         self.events.append(("read", rows.tolist()))
 
+    def will_scan(self) -> None:
+        self.events.append(("scan",))
+
     def accessed(self) -> None:
         self.events.append(("accessed",))
 
@@ -118,6 +121,15 @@ def test_a_gather_names_its_rows_to_the_memory_before_reading_and_reports_after(
     got = storage.gather(torch.tensor([[3, 1], [1, 0]]))
     assert memory.events == [("read", [3, 1, 1, 0]), ("accessed",)]
     assert got[("id",)].tolist() == [[3, 1], [1, 0]]
+
+
+def test_the_rows_to_save_tell_the_memory_a_scan_is_coming() -> None:
+    memory = RecordingMemory()
+    storage = RingStorage(4, device=CPU, memory=memory)
+    storage.write(storage.validate(rows(0, 3)))
+    memory.events.clear()
+    saved = storage.rows()
+    assert memory.events == [("scan",)] and saved[("id",)].tolist() == [0, 1, 2]
 
 
 def test_an_unpacked_write_goes_through_the_matrix_and_reports_the_access() -> None:

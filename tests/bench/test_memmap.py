@@ -51,8 +51,8 @@ def test_a_file_backed_child_says_whether_it_ran_out_of_core(tmp_path: Path) -> 
 def test_the_open_child_times_save_copy_and_both_ways_of_sampling(tmp_path: Path) -> None:
     child = memmap.measure(tiny("open", tmp_path))
     assert set(child["ops"]) == {
-        "save", "copy", "copy sample cold", "copy sample warm", "map sample cold",
-        "map sample warm",
+        "save", "copy", "copy sample first", "copy sample next", "map sample first",
+        "map sample next",
     }
     assert child["checkpoint_bytes"] > 0 and child["peak_rss_gib"]["copy"] > 0
     assert list(tmp_path.iterdir()) == []
@@ -78,8 +78,8 @@ def fake_child(spec: MemmapSpec) -> dict[str, Any]:
     record = {"rate": 100.0, "minor_faults_per_call": 1.0, "major_faults_per_call": 0.0}
     memory = {"peak_rss": 1.0, "rss": 0.5, "rss_anon": 0.25, "rss_file": 0.25}
     if spec.implementation == "open":
-        ops = {op: record for op in ("save", "copy", "copy sample cold", "copy sample warm",
-                                     "map sample cold", "map sample warm")}
+        ops = {op: record for op in ("save", "copy", "copy sample first", "copy sample next",
+                                     "map sample first", "map sample next")}
         return {"implementation": "open", "rows": spec.rows, "version": "bufcore", "ops": ops,
                 "memory_gib": memory, "peak_rss_gib": {"copy": 1.5}, "checkpoint_bytes": 10**9}
     rate = 300.0 if spec.implementation == "bufcore-file" else 100.0

@@ -195,6 +195,20 @@ def test_a_partial_load_file_backed_holds_the_leaves_asked_for(
 
 
 @pytest.mark.parametrize("out_of_core", MODES)
+@pytest.mark.parametrize(("kind", "capacity"), CASES)
+def test_a_cleared_file_backed_buffer_refills_as_one_in_memory(
+    tmp_path: Path, kind: str, capacity: int, out_of_core: bool
+) -> None:
+    ram = make(kind, capacity, None)
+    filed = make(kind, capacity, backed(tmp_path, out_of_core))
+    fill(kind, [ram, filed], [capacity + 1])
+    for buffer in (ram, filed):
+        buffer.clear()
+    fill(kind, [ram, filed], [2, 1])
+    assert_same(filed.get_full_buffer(), ram.get_full_buffer())
+
+
+@pytest.mark.parametrize("out_of_core", MODES)
 def test_load_state_dict_keeps_a_buffer_file_backed_at_its_path(
     tmp_path: Path, out_of_core: bool
 ) -> None:

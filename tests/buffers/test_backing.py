@@ -15,7 +15,7 @@ import torch
 
 import bufcore
 from bufcore import BackingFile, DictBuffer, PrioritizedSampler, TrajectoryDictBufferMultiDim
-from bufcore.persist import backing as backing_module
+from bufcore.persist import mapped_rows
 from bufcore.storage import packed, ring
 
 SEED = 11
@@ -103,7 +103,7 @@ MODES = [pytest.param(False, id="in-core"), pytest.param(True, id="out-of-core")
 
 @pytest.fixture(autouse=True)
 def _drop_mappings_at_every_access(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backing_module, "RESIDENT_LIMIT", -1)
+    monkeypatch.setattr(mapped_rows, "RESIDENT_LIMIT", -1)
 
 
 def backed(tmp_path: Path, out_of_core: bool, name: str = "ring.bin") -> BackingFile:

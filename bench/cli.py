@@ -8,7 +8,8 @@ the disk) and ``trajectory`` (window indices and windows with ``next``,
 ``persist-engine`` (:mod:`bench.persist_engine`: bufcore's checkpoint engine against plain h5py
 reads and writes, fresh processes) and ``prioritized`` (:mod:`bench.prioritized_headline`:
 prioritized replay's sample + update against torchrl, cpprb and ``torch.multinomial``, fresh
-processes) run only when asked for with ``--only``.
+processes) and ``memmap`` (:mod:`bench.memmap`: a file-backed DictBuffer past RAM against torchrl's
+``LazyMemmapStorage``, fresh processes) run only when asked for with ``--only``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import headline, headline_report, persist_engine, prioritized_headline, trajectory
+from bench import (
+    headline,
+    headline_report,
+    memmap,
+    persist_engine,
+    prioritized_headline,
+    trajectory,
+)
 from bench.headline import HeadlineConfig
 from bench.prioritized_headline import PerConfig
 from bench.report import render, write_json
@@ -28,7 +36,7 @@ from bench.trajectory import TrajectoryConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTS = ("headline", "transition", "trajectory")
-ON_REQUEST = ("persist-engine", "prioritized")
+ON_REQUEST = ("persist-engine", "prioritized", "memmap")
 
 
 def positive_int(text: str) -> int:
@@ -175,6 +183,32 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=RESULTS / "prioritized.json",
         help="prioritized JSON file",
     )
+    mm = parser.add_argument_group("memmap part (fresh processes; files under --tmp-dir)")
+    mm.add_argument(
+        "--memmap-rows",
+        type=positive_int,
+        nargs="+",
+        help="transitions of the buffers, one table row per size (default: 1000000 6000000, "
+        "4.7 and 28 GB; --quick 100000); the largest is where the targets apply",
+    )
+    mm.add_argument(
+        "--memmap-open-rows",
+        type=int,
+        help="rows of the checkpoint opened file-backed (default 1000000; --quick 100000; "
+        "0: skip; needs three times its bytes of disk)",
+    )
+    mm.add_argument(
+        "--memmap-rounds", type=positive_int, default=1, help="processes per implementation"
+    )
+    mm.add_argument(
+        "--memmap-calls", type=positive_int, default=8, help="calls per timed block"
+    )
+    mm.add_argument(
+        "--memmap-blocks", type=positive_int, default=3, help="timed blocks per op and process"
+    )
+    mm.add_argument(
+        "--memmap-json", type=Path, default=RESULTS / "memmap.json", help="memmap JSON file"
+    )
     traj = parser.add_argument_group("trajectory part")
     traj.add_argument(
         "--traj-capacity",
@@ -258,6 +292,29 @@ def prioritized_config_from(args: argparse.Namespace) -> PerConfig:
     )
 
 
+def memmap_config_from(args: argparse.Namespace) -> memmap.MemmapConfig:
+    """Defaults depend on ``--quick``; explicit options win.
+
+    Raises:
+        SystemExit: ``--memmap-open-rows`` is negative.
+    """
+    quick = bool(args.quick)
+    open_rows = args.memmap_open_rows
+    if open_rows is None:
+        open_rows = 100_000 if quick else 1_000_000
+    if open_rows < 0:
+        raise SystemExit(f"--memmap-open-rows: expected 0 or more, got {open_rows}")
+    return memmap.MemmapConfig(
+        sizes=tuple(args.memmap_rows or ((100_000,) if quick else (1_000_000, 6_000_000))),
+        open_rows=open_rows or None,
+        rounds=args.memmap_rounds,
+        calls=args.memmap_calls,
+        blocks=args.memmap_blocks,
+        scratch=str(args.tmp_dir / "memmap"),
+        threads=args.threads[0],
+    )
+
+
 def trajectory_config_from(args: argparse.Namespace) -> TrajectoryConfig:
     """Defaults depend on ``--quick``; explicit options win."""
     quick = bool(args.quick)
@@ -301,6 +358,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(prioritized_headline.render(per_results), flush=True)
         prioritized_headline.write_json(args.per_json, per_results)
         print(f"wrote {args.per_json}", flush=True)
+        return 0
+    if parts == ("memmap",):
+        mm_results = memmap.run(memmap_config_from(args))
+        print(memmap.render(mm_results), flush=True)
+        memmap.write_json(args.memmap_json, mm_results)
+        print(f"wrote {args.memmap_json}", flush=True)
         return 0
     # The headline first, before this process allocates anything (its children start fresh).
     if "headline" in parts:

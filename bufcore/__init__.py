@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         LeafNotLoadedError,
         StateError,
     )
+    from bufcore.persist.backing import BackingFile
     from bufcore.persist.episodes import load_episode_based_h5, save_episodes
     from bufcore.persist.rlds_files import read_rlds_episodes
     from bufcore.runs.replay import ReplayTally
@@ -111,10 +112,12 @@ _HOMES = {
     "expert_buffer_from_rlds": "bufcore.buffers.rlds.expert",
     "get_rlds_step_features": "bufcore.buffers.rlds.steps",
     "read_rlds_episodes": "bufcore.persist.rlds_files",
+    "BackingFile": "bufcore.persist.backing",
 }
 
 __all__ = [
     "AdvancedReplayBuffer",
+    "BackingFile",
     "Buffer",
     "CorruptCheckpointError",
     "CorruptFileError",

@@ -22,6 +22,11 @@ The state idiom, as torch users know it:
 - ``save(path)`` and ``load(path)`` are thin wrappers: :mod:`bufcore.persist.checkpoint` writes a
   state dict as a checkpoint directory, and opens one as a state whose rows are read lazily, leaf
   by leaf, so ``load(path, leaves=[...])`` reads only the leaves asked for.
+- Where the rows live is not part of the state: a buffer built with ``backing=BackingFile(path)``
+  (the classes with ``takes_backing``) keeps them in that memory-mapped file
+  (:mod:`bufcore.persist.backing`) and saves the same checkpoint an in-memory one saves; any
+  checkpoint or state loads into a file with ``backing=`` too, and ``load_state_dict`` keeps
+  the buffer's own choice.
 
 Each class lists the ``__target__`` names it loads from (``checkpoint_targets``; the first is the
 one it writes): BFM-Zero's own module paths by name, and anything else is refused (DESIGN §2.6).
@@ -57,6 +62,7 @@ from bufcore.checks import (
 from bufcore.distributed import MAX_RANK, check_rank
 from bufcore.errors import CorruptCheckpointError, StateError
 from bufcore.fields import Field
+from bufcore.persist.backing import BackingFile
 from bufcore.persist.checkpoint import open_checkpoint, save_checkpoint, saved_ring_position
 from bufcore.rng import (
     branch_generator,
@@ -128,6 +134,8 @@ class Buffer(ABC):
     """
 
     checkpoint_targets: ClassVar[tuple[str, ...]] = ()
+    # Whether the constructor takes ``backing=`` (rows in a memory-mapped file).
+    takes_backing: ClassVar[bool] = False
     nested_key_separator: str = "-"
     seed: int | None
     # Whose sample stream (bufcore.rng.stream_seed); a subclass without the option is rank 0's.
@@ -163,10 +171,20 @@ class Buffer(ABC):
         """Whether a write has reached the last row (config.json's ``_is_full``)."""
         return self._storage.is_full
 
+    @property
+    def backing(self) -> BackingFile | None:
+        """The file the rows live in (``backing=``), or None when they are in memory."""
+        # The DI-engine buffers keep their rows elsewhere, always in memory.
+        storage = getattr(self, "_storage", None)
+        memory = None if storage is None else storage.memory
+        return memory if isinstance(memory, BackingFile) else None
+
     def __repr__(self) -> str:
+        backing = self.backing
+        where = "" if backing is None else f", backing={str(backing.path)!r}"
         return (
             f"{type(self).__name__}(capacity={self._storage.capacity}, len={len(self)}, "
-            f"cursor={self.cursor}, device={str(self.device)!r})"
+            f"cursor={self.cursor}, device={str(self.device)!r}{where})"
         )
 
     def _ring(self) -> RingPosition:
@@ -343,6 +361,7 @@ class Buffer(ABC):
         device: str | torch.device | None = None,
         leaves: Sequence[Key] | None = None,
         rank: int | None = None,
+        backing: BackingFile | None = None,
     ) -> B:
         """The buffer ``state`` describes (a ``state_dict()``, or an opened checkpoint).
 
@@ -354,13 +373,17 @@ class Buffer(ABC):
                 :meth:`load`. None for all of them.
             rank: Whose sample stream the buffer draws (see :meth:`load`); None for this
                 process's rank in the default process group (0 without one).
+            backing: Copy the rows into this file instead of memory (see :meth:`load`).
 
         Raises:
             ValueError: ``state`` holds another kind of buffer, or an unknown one; or
                 ``device`` is not one a buffer can live on here (checked first, with the
-                constructor's message).
-            TypeError: ``state`` is not a mapping (nor an opened checkpoint), or ``device``,
-                ``leaves`` or ``rank`` is malformed.
+                constructor's message); or ``backing`` is given with a device other than the
+                CPU, or closed.
+            TypeError: ``state`` is not a mapping (nor an opened checkpoint), ``device``,
+                ``leaves`` or ``rank`` is malformed, ``backing`` is not a ``BackingFile``, or
+                the buffer's class keeps its rows in memory only.
+            OSError: ``backing``'s disk cannot hold the rows.
             KeyPathError: a key of ``leaves`` matches no stored leaf.
             StateError: a field is malformed or inconsistent (names the field).
             MemoryError: this host cannot allocate the rows (names config's capacity).
@@ -375,22 +398,27 @@ class Buffer(ABC):
         target = None if device is None else check_buffer_device(check_device(device))
         keys = None if leaves is None else key_list(leaves, "leaves")
         stream = check_rank(rank)
+        backing = check_backing(backing, target)
         saved = state if not isinstance(state, Mapping) else _InMemoryState(state)
-        return _build(cls, saved, target, keys, stream)
+        return _build(cls, saved, target, keys, stream, backing)
 
     def load_state_dict(self, state: Mapping[str, Any] | SavedState) -> None:
         """Make this buffer the one ``state`` describes (on this buffer's device, drawing this
-        buffer's rank's stream: see :meth:`load`).
+        buffer's rank's stream, in its backing file if it has one: see :meth:`load`).
 
         Options, rows, ring position and generator all come from ``state``; nothing changes
-        unless all of it is valid.
+        unless all of it is valid. A file-backed buffer copies the rows into a new file that
+        then replaces the one at its path (the disk holds both meanwhile); should that fail,
+        the buffer keeps its rows, in its old file, no longer at the path.
 
         Raises:
             ValueError: ``state`` holds another kind of buffer.
             StateError: a field is malformed or inconsistent.
             MemoryError: the rows cannot be allocated.
+            OSError: the backing file's disk cannot hold the rows.
         """
-        loaded = type(self).from_state_dict(state, device=self.device, rank=self.rank)
+        loaded = type(self).from_state_dict(state, device=self.device, rank=self.rank,
+                                            backing=self.backing)
         if type(loaded) is not type(self):
             raise ValueError(
                 f"state: holds a {type(loaded).__name__}, not a {type(self).__name__}"
@@ -457,6 +485,7 @@ class Buffer(ABC):
         *,
         leaves: Sequence[Key] | None = None,
         rank: int | None = None,
+        backing: BackingFile | None = None,
     ) -> B:
         """Load a checkpoint of this class or a subclass (also one written by BFM-Zero).
 
@@ -477,6 +506,9 @@ class Buffer(ABC):
         rank, it draws a branch of that stream of its own, so ranks that load one checkpoint
         (an expert buffer, a single-process run resumed on N ranks) never draw alike. A
         checkpoint without a generator (BFM-Zero's) starts ``(seed, rank)``'s stream.
+        With ``backing``, the rows are copied once into that file (README "Past RAM:
+        file-backed buffers"), block by block of rows, never all in memory: the buffer is then
+        file-backed, as if built with ``backing=``. The checkpoint is left as it is.
 
         Args:
             path: The checkpoint directory.
@@ -485,14 +517,20 @@ class Buffer(ABC):
                 nested dict's key selects all its leaves), or None for all of them.
             rank: Whose sample stream the buffer draws; None for this process's rank in the
                 default process group (0 without one).
+            backing: A :class:`~bufcore.persist.backing.BackingFile` to hold the rows (for
+                the classes whose constructor takes ``backing=``), or None for memory.
 
         Raises:
             ValueError: the checkpoint holds another kind of buffer, or an unknown one; or
                 ``device`` is not a device, or not one a buffer can live on here (``"meta"``,
                 a CUDA device this host lacks), checked before anything is read with the
-                constructor's own message.
-            TypeError: ``device`` is neither a str nor a ``torch.device``, ``leaves`` is not a
-                list of keys, or ``rank`` not an int or None (checked before anything is read).
+                constructor's own message; or ``backing`` is closed or given with a device
+                other than the CPU.
+            TypeError: ``device`` is neither a str nor a ``torch.device``, ``leaves`` is not
+                a list of keys, ``rank`` not an int or None, or ``backing`` is not a
+                ``BackingFile`` (checked before anything is read); or ``backing`` is given for
+                a class that keeps its rows in memory.
+            OSError: ``backing``'s disk cannot hold the rows.
             KeyPathError: (a ``KeyError``) a key of ``leaves`` matches no stored leaf (the
                 message lists them); raised before anything is allocated.
             CorruptCheckpointError: a file is damaged or inconsistent, or a field is malformed
@@ -505,8 +543,9 @@ class Buffer(ABC):
         target = None if device is None else check_buffer_device(check_device(device))
         keys = None if leaves is None else key_list(leaves, "leaves")
         stream = check_rank(rank)
+        backing = check_backing(backing, target)
         with open_checkpoint(path, hash_payload=keys is None) as opened:
-            buffer = _build(cls, opened, target, keys, stream)
+            buffer = _build(cls, opened, target, keys, stream, backing)
             if keys is not None:
                 # The rows read were verified block by block; with none read (no rows
                 # stored), the metadata the spec and ring position came from still must be.
@@ -560,16 +599,42 @@ class _InMemoryState:
             raise self._rows.error(str(err)) from err
 
 
+def check_backing(backing: Any, device: torch.device | None) -> BackingFile | None:
+    """``backing`` once checked for a buffer on ``device`` (None: not known yet).
+
+    Raises:
+        TypeError: ``backing`` is neither None nor a ``BackingFile``.
+        ValueError: ``device`` is not the CPU (a mapped file is host memory), or ``backing``
+            was closed.
+    """
+    if backing is None:
+        return None
+    if not isinstance(backing, BackingFile):
+        raise TypeError(
+            "backing: expected None (rows in memory) or a bufcore.BackingFile, got "
+            f"{type(backing).__name__}"
+        )
+    if device is not None and device.type != "cpu":
+        raise ValueError(
+            f"backing: a backing file maps the rows into host memory; device must be 'cpu', "
+            f"got {str(device)!r}"
+        )
+    if backing.closed:
+        raise ValueError(f"backing: {backing.path} was closed; make a new BackingFile")
+    return backing
+
+
 def _build(
     base: type[B],
     saved: SavedState,
     device: torch.device | None,
     leaves: list[Key] | None,
     rank: int,
+    backing: BackingFile | None = None,
 ) -> B:
     """The buffer ``saved`` holds, which must be a ``base``, through its public constructor,
     drawing rank ``rank``'s stream; with ``leaves``, only those (and the ones sampling needs)
-    are copied."""
+    are copied; with ``backing``, into that file."""
     # A checkpoint's fields are in its config.json; a state dict's are its own.
     in_memory = isinstance(saved, _InMemoryState)
     config_where = saved.where if in_memory else os.path.join(saved.where, "config.json")
@@ -578,6 +643,11 @@ def _build(
         raise ValueError(
             f"{saved.where}: holds a {cls.__name__} (__target__ {saved.target!r}), not a "
             f"{base.__name__}; use bufcore.load_buffer to load any kind"
+        )
+    if backing is not None and not cls.takes_backing:
+        raise TypeError(
+            f"backing: {saved.where} holds a {cls.__name__}, which keeps its rows in memory; "
+            "backing= is for DictBuffer and TrajectoryDictBufferMultiDim"
         )
     config = Field(saved.config, "config", part="config")
     state = Field(saved.state, "state", part="state")
@@ -607,6 +677,10 @@ def _build(
             stacklevel=3,
         )
         options["device"] = torch.device("cpu")
+    if backing is not None:
+        # The saved device, when device= was not given, is checked here (not as corruption).
+        check_backing(backing, check_device(options["device"]))
+        options["backing"] = backing
     try:
         try:
             buffer = cls._restored(options, rows, config, state)
@@ -681,6 +755,7 @@ def load_buffer(
     *,
     leaves: Sequence[Key] | None = None,
     rank: int | None = None,
+    backing: BackingFile | None = None,
 ) -> Any:
     """Load any bufcore or BFM-Zero buffer checkpoint, dispatching on ``__target__``.
 
@@ -691,17 +766,21 @@ def load_buffer(
             :meth:`Buffer.load`.
         rank: Whose sample stream the buffer draws (see :meth:`Buffer.load`); None for this
             process's rank in the default process group (0 without one).
+        backing: Copy the rows into this file instead of memory; see :meth:`Buffer.load`.
 
     Raises:
         ValueError: unknown ``__target__`` (the message lists the known ones), or ``device``
             is not a device or not one a buffer can live on here (checked first, with the
-            constructor's message).
+            constructor's message); or ``backing`` is closed or given with a device other
+            than the CPU.
         TypeError: ``device`` is neither a str nor a ``torch.device``, ``leaves`` is not a
-            list of keys, or ``rank`` not an int or None.
+            list of keys, ``rank`` not an int or None, or ``backing`` is not a
+            ``BackingFile`` or is given for a class that keeps its rows in memory.
         KeyPathError: a key of ``leaves`` matches no stored leaf (the message lists them).
         CorruptCheckpointError: a file is damaged or differs from the manifest, or a field is
             malformed (names the file and field).
         MemoryError: this host cannot allocate the rows (names config.json's capacity).
         FileNotFoundError: ``path`` is not a directory.
+        OSError: ``backing``'s disk cannot hold the rows.
     """
-    return Buffer.load(path, device, leaves=leaves, rank=rank)
+    return Buffer.load(path, device, leaves=leaves, rank=rank, backing=backing)

@@ -143,18 +143,23 @@ class EpisodeRows:
                 check_cast(tensor, leaf.dtype, where=where)
         return {**spec, end: end_spec}
 
-    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        """Copy each episode into its rows of ``dests``; its last row ends a trajectory."""
-        start = 0
+    def read_into(self, dests: dict[KeyPath, torch.Tensor], *, start: int = 0) -> None:
+        """Copy each episode's part of rows ``[start, start + len(dest))`` into ``dests``; an
+        episode's last row ends a trajectory."""
+        end = start + (len(next(iter(dests.values()))) if dests else 0)
+        first = 0
         for leaves, length in zip(self._episodes, self._lengths, strict=True):
-            stop = start + length
-            for path, dest in dests.items():
-                if path in leaves:
-                    dest[start:stop].copy_(leaves[path].detach())
-                else:  # an episode without end flags: none before its last row
-                    dest[start:stop] = False
-            dests[self._end_path][stop - 1] = True
-            start = stop
+            low, high = max(first, start), min(first + length, end)
+            if low < high:
+                for path, dest in dests.items():
+                    if path in leaves:
+                        part = leaves[path][low - first : high - first]
+                        dest[low - start : high - start].copy_(part.detach())
+                    else:  # an episode without end flags: none before its last row
+                        dest[low - start : high - start] = False
+                if high == first + length:
+                    dests[self._end_path][high - 1 - start] = True
+            first += length
 
 
 def _leaf_spec(tensor: torch.Tensor) -> LeafSpec:

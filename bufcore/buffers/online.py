@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.base import SavedState
+from bufcore.buffers.base import SavedState, check_backing
 from bufcore.buffers.prioritized import check_reserved_keys, update_priority
 from bufcore.buffers.transition import (
     chronological_rows,
@@ -57,6 +57,7 @@ from bufcore.checks import check_device, check_int, check_seed, check_separator
 from bufcore.distributed import check_rank
 from bufcore.errors import KeyPathError, StateError
 from bufcore.fields import Field
+from bufcore.persist.backing import BackingFile
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
 from bufcore.sampling.prioritized import PrioritizedSampler
@@ -97,18 +98,23 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         sampler: ``None`` for the uniform window sampler (with ``weighting``), or a
             :class:`~bufcore.sampling.prioritized.PrioritizedSampler` drawing every valid
             window by its rows' priorities (its state is saved with the buffer's).
+        backing: A :class:`~bufcore.persist.backing.BackingFile` the rows live in (BFM-Zero's
+            5.12 M-transition online buffer on a machine with less memory), or ``None`` for
+            memory; see :class:`bufcore.DictBuffer`.
 
     Raises:
         ValueError: ``n_dim`` not 1 or 2, ``seq_length`` or ``capacity`` below 1, an unknown
-            weighting or device, a negative ``rank``.
-        TypeError: malformed keys, non-int sizes, seed or rank, or a ``sampler`` that is not a
-            ``PrioritizedSampler``.
+            weighting or device, a negative ``rank``, or ``backing`` with a device other than
+            the CPU, or closed.
+        TypeError: malformed keys, non-int sizes, seed or rank, a ``sampler`` that is not a
+            ``PrioritizedSampler``, or ``backing`` not a ``BackingFile``.
     """
 
     checkpoint_targets: ClassVar[tuple[str, ...]] = (
         "bufcore.TrajectoryDictBufferMultiDim",
         "humanoidverse.agents.buffers.trajectory.TrajectoryDictBufferMultiDim",
     )
+    takes_backing: ClassVar[bool] = True
     _windows: OnlineWindows
     _sampler: OnlineWindows | PrioritizedSampler
 
@@ -127,6 +133,7 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         seed: int | None = None,
         rank: int | None = None,
         sampler: PrioritizedSampler | None = None,
+        backing: BackingFile | None = None,
     ) -> None:
         if sampler is not None and not isinstance(sampler, PrioritizedSampler):
             raise TypeError(
@@ -140,8 +147,11 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
         self.nested_key_separator = check_separator(nested_key_separator)
         self.seed = check_seed(seed)
         self.rank = check_rank(rank)
+        memory = check_backing(backing, self.device)
         self._generator = make_generator(self.device, self.seed, rank=self.rank)
-        self._storage = RingStorage(self.capacity, device=self.device, batch_dims=self._n_dim)
+        self._storage = RingStorage(
+            self.capacity, device=self.device, batch_dims=self._n_dim, memory=memory
+        )
         self._windows = OnlineWindows(self.capacity, device=self.device, weighting=weighting)
         self._sampler = self._windows if sampler is None else sampler
 
@@ -180,6 +190,8 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
                 malformed end flag leaf, or no env.
             KeyError: on the first extend, an output key matches none of the batch's leaves.
             MemoryError: the first batch's ``capacity`` rows cannot be allocated.
+            OSError: the first batch's rows do not fit the backing file's disk (nothing
+                changes).
             LeafNotLoadedError: the buffer was loaded with ``leaves=`` (nothing changes).
         """
         batch = self._storage.validate(data)
@@ -221,7 +233,10 @@ class TrajectoryDictBufferMultiDim(WindowedBuffer):
                     # (out of memory), the buffer goes back to new rather than keep rows it
                     # cannot index.
                     self._storage = RingStorage(
-                        self.capacity, device=self.device, batch_dims=self.n_dim
+                        self.capacity,
+                        device=self.device,
+                        batch_dims=self.n_dim,
+                        memory=self._storage.memory,
                     )
                     self._windows.reset()
                     if prioritized is not None:

@@ -10,7 +10,9 @@ buffer's own generator on the storage device.
 Composition: a :class:`~bufcore.storage.ring.RingStorage` of ``[time]`` rows and a sampler
 (:class:`~bufcore.sampling.samplers.UniformRows` unless another is passed; with a
 :class:`~bufcore.sampling.prioritized.PrioritizedSampler`, batches carry importance weights and
-``update_priority`` takes new priorities, see :mod:`bufcore.buffers.prioritized`).
+``update_priority`` takes new priorities, see :mod:`bufcore.buffers.prioritized`). With
+``backing=BackingFile(path)`` the ring's rows live in that memory-mapped file
+(:mod:`bufcore.persist.backing`) and everything else is unchanged.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.base import Buffer, SavedState
+from bufcore.buffers.base import Buffer, SavedState, check_backing
 from bufcore.buffers.prioritized import (
     add_weighted,
     check_reserved_keys,
@@ -33,6 +35,7 @@ from bufcore.buffers.prioritized import (
 from bufcore.checks import MAX_COUNT, check_device, check_int, check_seed, check_separator
 from bufcore.distributed import check_rank
 from bufcore.fields import Field
+from bufcore.persist.backing import BackingFile
 from bufcore.persist.hdf5_file import read_row_datasets
 from bufcore.rng import make_generator
 from bufcore.sampling.index import SampleIndex
@@ -71,11 +74,16 @@ class DictBuffer(Buffer):
             :class:`~bufcore.sampling.samplers.Sampler` of rows, whose draws are checked at
             each draw (a ``SampleIndex`` of ``batch_size`` integer rows within the filled
             ones) and which a save does not record (a load draws uniformly again).
+        backing: A :class:`~bufcore.persist.backing.BackingFile` the rows live in (README
+            "Past RAM: file-backed buffers"), or ``None`` for memory. Draws, checks, ``out=``
+            and checkpoints are the same either way.
 
     Raises:
         ValueError: ``capacity < 1``, an unknown device, an empty separator or one with '/',
-            or a negative ``rank``.
-        TypeError: ``capacity``, ``seed`` or ``rank`` is not an int, or the separator not a str.
+            or a negative ``rank``, or ``backing`` with a device other than the CPU, or
+            closed.
+        TypeError: ``capacity``, ``seed`` or ``rank`` is not an int, the separator not a str,
+            or ``backing`` not a ``BackingFile``.
     """
 
     checkpoint_targets: ClassVar[tuple[str, ...]] = (
@@ -83,6 +91,7 @@ class DictBuffer(Buffer):
         "humanoidverse.agents.buffers.transition.DictBuffer",
         "metamotivo.buffers.buffers.DictBuffer",
     )
+    takes_backing: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -93,14 +102,16 @@ class DictBuffer(Buffer):
         seed: int | None = None,
         rank: int | None = None,
         sampler: Sampler | None = None,
+        backing: BackingFile | None = None,
     ) -> None:
         self.capacity = check_int(capacity, "capacity", minimum=1)
         self.device = check_device(device)
         self.nested_key_separator = check_separator(nested_key_separator)
         self.seed = check_seed(seed)
         self.rank = check_rank(rank)
+        memory = check_backing(backing, self.device)
         self._generator = make_generator(self.device, self.seed, rank=self.rank)
-        self._storage = RingStorage(self.capacity, device=self.device)
+        self._storage = RingStorage(self.capacity, device=self.device, memory=memory)
         self._sampler: Sampler = UniformRows() if sampler is None else check_sampler(sampler)
 
     # ------------------------------------------------------------------ state
@@ -143,6 +154,8 @@ class DictBuffer(Buffer):
             ValueError: missing or extra keys, a missing batch axis, a wrong trailing shape,
                 unequal batch sizes, or values outside the stored dtype's range.
             MemoryError: the first batch's ``capacity`` rows cannot be allocated.
+            OSError: the first batch's rows do not fit the backing file's disk (nothing
+                changes).
             LeafNotLoadedError: the buffer was loaded with ``leaves=`` (nothing changes).
         """
         batch = self._storage.validate(data)

@@ -28,6 +28,7 @@ import stat
 from pathlib import Path
 
 from bufcore.errors import CorruptCheckpointError, CorruptFileError
+from bufcore.persist.backing import is_backing_file
 
 _READ_BYTES = 1 << 20
 
@@ -60,6 +61,12 @@ class CheckpointSnapshot:
         try:
             self._fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except (FileNotFoundError, NotADirectoryError) as err:
+            if is_backing_file(path):
+                raise FileNotFoundError(
+                    f"path: {path} is the backing file of a file-backed buffer (its rows while "
+                    "it runs, or scratch left by a process that died), not a checkpoint; load "
+                    "the directory its buffer saved"
+                ) from err
             raise FileNotFoundError(f"path: no checkpoint directory at {path}") from err
         info = os.fstat(self._fd)
         self._identity = (info.st_dev, info.st_ino)

@@ -160,9 +160,10 @@ class RowSource(Protocol):
     @property
     def absent(self) -> frozenset[KeyPath]: ...
 
-    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        """Copy the ``count`` rows of every leaf in ``dests`` (all but the absent ones) into
-        it (typed views; may be strided)."""
+    def read_into(self, dests: dict[KeyPath, torch.Tensor], *, start: int = 0) -> None:
+        """Copy rows ``[start, start + len(dest))`` of every leaf in ``dests`` (all but the
+        absent ones) into it (typed views; may be strided): all ``count`` rows by default, a
+        block of them when a file-backed ring restores block by block."""
         ...
 
 
@@ -210,9 +211,9 @@ class TensorRows:
         """These rows with every leaf not in ``paths`` left out."""
         return TensorRows(self._arrays, self._batch_dims, frozenset(self.spec) - paths)
 
-    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
+    def read_into(self, dests: dict[KeyPath, torch.Tensor], *, start: int = 0) -> None:
         for path, dest in dests.items():
-            dest.copy_(self._arrays[path])
+            dest.copy_(self._arrays[path][start : start + len(dest)])
 
 
 class RowsWithout:
@@ -232,5 +233,5 @@ class RowsWithout:
         self.count = source.count
         self.absent = source.absent - dropped
 
-    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        self._source.read_into(dests)
+    def read_into(self, dests: dict[KeyPath, torch.Tensor], *, start: int = 0) -> None:
+        self._source.read_into(dests, start=start)

@@ -6,11 +6,20 @@ between them; each row padded to an aligned width) and allocates the matrix. All
 copies exist so that a write never fails half-way: the allocation either succeeds whole or
 raises a :class:`MemoryError` that says how much was asked for, and a source that shares memory
 with the rows (a slice of the storage's own views) is copied before any row is overwritten.
+
+The matrix lives in the process's memory, or in a :class:`RowMemory` the ring is given: memory
+that something below the buffers cannot make, such as a memory-mapped file
+(:class:`bufcore.persist.backing.BackingFile`; this layer never opens a file). Such memory is
+told which rows a gather is about to read and when an access is done, and may ask for writes as
+packed rows rather than through the matrix (:mod:`bufcore.storage.packed`), so that a file
+larger than the machine's memory reads ahead, never reads what a write replaces, and keeps the
+process's resident pages bounded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -56,6 +65,59 @@ def check_rows_size(spec: Spec, capacity: int, env_count: int | None, batch_dims
     return row_bytes
 
 
+class AllocatedRows(Protocol):
+    """One matrix a :class:`RowMemory` allocated, and what the ring tells it. Rows are the
+    matrix's rows: flat ``time * envs + env``."""
+
+    @property
+    def matrix(self) -> torch.Tensor:
+        """The zeroed CPU ``uint8`` matrix ``[n_rows, row_bytes]``."""
+        ...
+
+    @property
+    def packed_writes(self) -> bool:
+        """Whether rows are to be written through :meth:`write` (packed) rather than copied
+        into the matrix."""
+        ...
+
+    def write(self, first: int, rows: np.ndarray) -> None:
+        """Store ``rows`` (C-contiguous ``uint8 [count, row_bytes]``, packed as the matrix)
+        as rows ``[first, first + count)`` of the matrix.
+
+        Raises:
+            OSError: they could not be stored (some may be).
+        """
+        ...
+
+    def will_read(self, rows: torch.Tensor) -> None:
+        """A gather is about to read these rows (CPU int64, any order, repeats allowed)."""
+        ...
+
+    def will_scan(self) -> None:
+        """Every row is about to be read in order (a save), until the next gather."""
+        ...
+
+    def accessed(self) -> None:
+        """A gather, write or restore step is done."""
+        ...
+
+
+@runtime_checkable
+class RowMemory(Protocol):
+    """Memory a ring's byte matrix may live in instead of the process's own (a memory-mapped
+    file)."""
+
+    def allocate(self, n_rows: int, row_bytes: int) -> AllocatedRows:
+        """A new zeroed matrix ``[n_rows, row_bytes]``; one allocated before stays valid
+        while referenced.
+
+        Raises:
+            OSError: it cannot hold the rows (no space left, say); nothing was allocated.
+            ValueError: it can no longer allocate (closed).
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class PackedRows:
     """Leaves packed side by side in a ``uint8`` matrix ``[n_rows, row_bytes]``.
@@ -65,22 +127,31 @@ class PackedRows:
         offsets: Byte offset of each leaf within a row.
         flat_views: Each leaf as a typed view ``[n_rows, *shape]`` of the matrix.
         columns: Each leaf's byte columns as numpy views (CPU only; see :func:`byte_columns`).
+        allocated: The :class:`RowMemory` allocation holding the matrix, or None for the
+            process's own memory.
     """
 
     rows: torch.Tensor
     offsets: dict[KeyPath, int]
     flat_views: dict[KeyPath, torch.Tensor]
     columns: dict[KeyPath, np.ndarray] | None
+    allocated: AllocatedRows | None = None
 
 
 def pack_leaves(
-    spec: Spec, capacity: int, envs: int, batch_dims: int, device: torch.device
+    spec: Spec,
+    capacity: int,
+    envs: int,
+    batch_dims: int,
+    device: torch.device,
+    memory: RowMemory | None = None,
 ) -> PackedRows:
     """Allocate zeroed rows for ``capacity`` time rows of ``envs`` envs holding every leaf of
-    ``spec`` (one row of the matrix per env of a time row).
+    ``spec`` (one row of the matrix per env of a time row), in ``memory`` when given.
 
     Raises:
         MemoryError: the rows cannot be allocated; the message gives the bytes and the shape.
+        OSError: ``memory`` cannot hold them (see :meth:`RowMemory.allocate`).
     """
     n_rows = capacity * envs
     row_bytes = packed_row_bytes(spec)
@@ -92,7 +163,8 @@ def pack_leaves(
         offsets[path] = offset
         offset += spec[path].nbytes
     shape = f"{capacity} rows{env_part} x {row_bytes} bytes"
-    rows = zeros_rows(n_rows, row_bytes, device, shape)
+    allocated = None if memory is None else memory.allocate(n_rows, row_bytes)
+    rows = zeros_rows(n_rows, row_bytes, device, shape) if allocated is None else allocated.matrix
     flat_views: dict[KeyPath, torch.Tensor] = {}
     for path, leaf in spec.items():
         if leaf.nbytes == 0:
@@ -100,7 +172,7 @@ def pack_leaves(
         else:
             column = rows[:, offsets[path] : offsets[path] + leaf.nbytes].view(leaf.dtype)
             flat_views[path] = column.view(n_rows, *leaf.shape)
-    return PackedRows(rows, offsets, flat_views, byte_columns(rows, offsets, spec))
+    return PackedRows(rows, offsets, flat_views, byte_columns(rows, offsets, spec), allocated)
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -33,6 +33,15 @@ A source may leave some leaves out (a checkpoint loaded with ``leaves=``): they 
 but get no memory (:attr:`RingStorage.absent`), and every method that would read or write one
 (views, gathers, writes, the rows to save) refuses with
 :class:`~bufcore.errors.LeafNotLoadedError` before it changes anything.
+
+File-backed rows: given a :class:`~bufcore.storage.memory.RowMemory` (a memory-mapped file made
+by :mod:`bufcore.persist.backing`), the matrix lives there and everything above works on it
+unchanged. The ring tells that memory which rows each gather reads; it restores saved rows in
+blocks of ``RESTORE_BYTES`` (every leaf of a block before the next), so each page is written
+once; and when the memory asks for packed writes (a file larger than the machine's memory),
+writes and restores go through a :class:`~bufcore.storage.packed.PackedWriter` instead of the
+matrix. Needed by: the file-backed rows of ``python -m bench --only memmap`` (README "Past RAM:
+file-backed buffers").
 """
 
 from __future__ import annotations
@@ -51,12 +60,15 @@ from bufcore.storage.leaves import STORABLE as STORABLE
 from bufcore.storage.memory import MAX_STORAGE_BYTES as MAX_STORAGE_BYTES
 from bufcore.storage.memory import (
     ROW_ALIGN,
+    AllocatedRows,
+    RowMemory,
     check_rows_size,
     copy_rows,
     overlaps,
     pack_leaves,
 )
 from bufcore.storage.outputs import OutputPool, check_out
+from bufcore.storage.packed import PackedWriter
 from bufcore.tree import (
     KeyPath,
     LeafSpec,
@@ -64,6 +76,9 @@ from bufcore.tree import (
     describe_spec,
     format_key_path,
 )
+
+# A file-backed ring restores saved rows in blocks of about this many bytes (all leaves).
+RESTORE_BYTES = 256 << 20
 
 
 class RingStorage:
@@ -73,18 +88,30 @@ class RingStorage:
         capacity: Number of time rows.
         device: Where the rows live.
         batch_dims: 1 for ``[time]`` rows, 2 for ``[time, env]`` rows.
+        memory: Where the byte matrix is allocated (a memory-mapped file, on the CPU); None
+            for the process's own memory.
 
     Raises:
         TypeError: ``capacity`` or ``batch_dims`` is not an int.
-        ValueError: ``capacity < 1`` or ``batch_dims`` not 1 or 2.
+        ValueError: ``capacity < 1``, ``batch_dims`` not 1 or 2, or ``memory`` off the CPU.
     """
 
-    def __init__(self, capacity: int, *, device: torch.device, batch_dims: int = 1) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        device: torch.device,
+        batch_dims: int = 1,
+        memory: RowMemory | None = None,
+    ) -> None:
         # Every stored row takes at least ROW_ALIGN bytes.
         self.capacity = check_int(
             capacity, "capacity", minimum=1, maximum=MAX_STORAGE_BYTES // ROW_ALIGN
         )
         batch_dims = check_int(batch_dims, "batch_dims", minimum=1, maximum=2)
+        if memory is not None and device.type != "cpu":
+            raise ValueError(f"memory: holds rows on the CPU, not on device {str(device)!r}")
+        self.memory = memory
         self.device = device
         self.batch_dims = batch_dims
         self.cursor = 0
@@ -98,6 +125,9 @@ class RingStorage:
         self._views: dict[KeyPath, torch.Tensor] = {}
         self._flat_views: dict[KeyPath, torch.Tensor] = {}
         self._columns: dict[KeyPath, np.ndarray] | None = None
+        self._packer: PackedWriter | None = None
+        # The allocation of ``memory`` holding the rows (None in the process's own memory).
+        self._allocated: AllocatedRows | None = None
         self._outputs = OutputPool(device)
         self._writes = np.empty(0, dtype=np.int64)
 
@@ -187,6 +217,8 @@ class RingStorage:
 
         Raises:
             MemoryError: the first batch's rows cannot be allocated (nothing changes).
+            OSError: the first batch's rows do not fit the storage's :attr:`memory`
+                (nothing changes).
             LeafNotLoadedError: a leaf was not loaded (nothing changes).
         """
         n = batch.size
@@ -206,14 +238,21 @@ class RingStorage:
         start = (self.cursor + n - kept) % cap
         first = min(kept, cap - start)
         staged = {path: self._staged(src[n - kept :]) for path, src in batch.leaves.items()}
-        for path, src in staged.items():
-            self._copy(path, start, src[:first])
+        if self._packer is not None:
+            self._packer.write(start, {path: src[:first] for path, src in staged.items()})
             if kept > first:
-                self._copy(path, 0, src[first:])
+                self._packer.write(0, {path: src[first:] for path, src in staged.items()})
+        else:
+            for path, src in staged.items():
+                self._copy(path, start, src[:first])
+                if kept > first:
+                    self._copy(path, 0, src[first:])
         self._writes[start : start + first] += 1
         self._writes[: kept - first] += 1
         self.is_full = self.is_full or self.cursor + n >= cap
         self.cursor = (self.cursor + n) % cap
+        if self._allocated is not None:
+            self._allocated.accessed()
 
     def _copy(self, path: KeyPath, start: int, src: torch.Tensor) -> None:
         """Write ``src`` (time rows of one leaf) at time row ``start``."""
@@ -251,13 +290,16 @@ class RingStorage:
                 ``batch_dims`` (required for ``[time, env]`` rows, None for ``[time]`` rows),
                 or the rows would take more than ``MAX_STORAGE_BYTES``.
             MemoryError: the rows cannot be allocated; the message gives the bytes asked for.
+            OSError: the rows do not fit the storage's :attr:`memory`.
         """
         if self.spec is not None:
             raise ValueError("storage: allocated already; its spec is fixed")
         present = {path: leaf for path, leaf in spec.items() if path not in absent}
         self.check_size(present, env_count)
         envs = env_count or 1
-        packed = pack_leaves(present, self.capacity, envs, self.batch_dims, self.device)
+        packed = pack_leaves(
+            present, self.capacity, envs, self.batch_dims, self.device, self.memory
+        )
         writes = np.zeros(self.capacity, dtype=np.int64)  # numpy: a write adds in ~1 us
         lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, envs)
         self.spec = dict(spec)
@@ -268,6 +310,12 @@ class RingStorage:
         self._offsets = packed.offsets
         self._flat_views = packed.flat_views
         self._columns = packed.columns
+        allocated = self._allocated = packed.allocated
+        self._packer = (
+            PackedWriter(present, envs, self.batch_dims, allocated)
+            if allocated is not None and allocated.packed_writes
+            else None
+        )
         self._views = {
             p: flat.view(*lead, *present[p].shape) for p, flat in packed.flat_views.items()
         }
@@ -283,7 +331,8 @@ class RingStorage:
         A fresh storage is allocated with the source's spec; one allocated already (a buffer
         whose spec is fixed at construction) must have that spec and is filled in place (laid
         out again first when the source leaves leaves out, so they take no memory). The rows
-        are copied once, straight from the source into the storage.
+        are copied once, straight from the source into the storage (into a file-backed one
+        in blocks of rows, every leaf of a block before the next).
 
         Raises:
             ValueError: the source's spec differs from the allocated one, its env count does
@@ -318,12 +367,32 @@ class RingStorage:
         if self.spec is not None and count:
             # No autograd: a source that requires grad must not make the rows part of a graph.
             with torch.no_grad():
-                source.read_into({path: view[:count] for path, view in self._views.items()})
+                self._read_rows(source, count)
         if self.spec is not None:
             self._writes[:] = 0
             self._writes[:count] = 1
         self.cursor = cursor
         self.is_full = is_full
+
+    def _read_rows(self, source: RowSource, count: int) -> None:
+        """Copy ``source``'s ``count`` rows into the views: at once in memory; in blocks into
+        a file-backed matrix, so each of its pages is written once and the memory can drop
+        the pages done with (:meth:`AllocatedRows.accessed`); packed, when the memory asks."""
+        allocated = self._allocated
+        if allocated is None:
+            source.read_into({path: view[:count] for path, view in self._views.items()})
+            return
+        if self._packer is not None:
+            self._packer.restore(source, count)
+            return
+        row_bytes = 0 if self._rows is None else int(self._rows.shape[1])
+        step = max(1, RESTORE_BYTES // max(1, row_bytes * self.envs))
+        for start in range(0, count, step):
+            stop = min(count, start + step)
+            source.read_into(
+                {path: view[start:stop] for path, view in self._views.items()}, start=start
+            )
+            allocated.accessed()
 
     def rows(self) -> dict[KeyPath, torch.Tensor]:
         """The filled rows ``[0, len)`` of every leaf, in physical order, as live views.
@@ -332,6 +401,8 @@ class RingStorage:
             LeafNotLoadedError: a leaf was not loaded (its rows are not here to save).
         """
         self._loaded(self.spec or {}, "saving the rows")
+        if self._allocated is not None:
+            self._allocated.will_scan()
         return {path: self._views[path][: len(self)] for path in self.spec or {}}
 
     def clear(self) -> None:
@@ -372,9 +443,13 @@ class RingStorage:
         outputs = self._outputs.take(tuple(layout.values())) if out is None else out
         flat_index = index.reshape(-1)
         count = flat_index.numel()
+        if self._allocated is not None:
+            self._allocated.will_read(flat_index)
         for path, output in zip(selected, outputs, strict=True):
             flat_output = output.view(count, *self.spec[path].shape)
             torch.index_select(self._flat_views[path], 0, flat_index, out=flat_output)
+        if self._allocated is not None:
+            self._allocated.accessed()
         return dict(zip(selected, outputs, strict=True))
 
     def output_layout(

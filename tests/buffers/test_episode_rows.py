@@ -127,3 +127,22 @@ def test_given_names_label_every_error() -> None:
 def test_episodes_must_be_a_non_empty_list(episodes: Any, error: type) -> None:
     with pytest.raises(error, match="episodes: expected"):
         rows(episodes)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 4, 9])
+def test_episodes_read_in_blocks_of_rows_equal_a_whole_read(block: int) -> None:
+    source = rows([episode(3, 0), episode(1, 1), episode(4, 2)])
+
+    def empty() -> dict[Any, torch.Tensor]:
+        return {
+            path: torch.full((source.count, *leaf.shape), 7).to(leaf.dtype)
+            for path, leaf in source.spec.items()
+        }
+
+    whole, blocks = empty(), empty()
+    source.read_into(whole)
+    for start in range(0, source.count, block):
+        source.read_into({p: d[start : start + block] for p, d in blocks.items()}, start=start)
+    for path in whole:
+        assert torch.equal(whole[path], blocks[path]), path
+    assert np.flatnonzero(whole[("done",)].numpy()[:, 0]).tolist() == [2, 3, 7]

@@ -94,14 +94,15 @@ class CheckpointRows:
         absent = frozenset(self.spec) - paths
         return CheckpointRows(self._reader, self.spec, self.env_count, self.count, absent)
 
-    def read_into(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        """Copy the rows of every leaf in ``dests`` into it: a whole load reads the file once,
-        front to back; a load of some leaves reads their bytes alone, verified block by block.
+    def read_into(self, dests: dict[KeyPath, torch.Tensor], *, start: int = 0) -> None:
+        """Copy rows ``[start, start + len(dest))`` of every leaf in ``dests`` into it: a
+        whole load reads the file once, front to back; a load of some leaves reads their bytes
+        alone, verified block by block.
 
         Raises:
             CorruptCheckpointError: the bytes differ from the manifest or cannot be read.
         """
-        self._reader.read_leaves(dests)
+        self._reader.read_leaves(dests, start=start)
 
     def read_rows(self, path: KeyPath, selection: slice | np.ndarray) -> np.ndarray:
         """Some rows of the stored leaf ``path`` alone (a step-1 slice or in-range indices),

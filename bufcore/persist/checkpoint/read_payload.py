@@ -244,10 +244,11 @@ class PayloadReader:
             )
             return _read_rows(dataset, selection)
 
-    def read_leaves(self, dests: dict[KeyPath, torch.Tensor]) -> None:
-        """Copy the rows of every leaf in ``dests`` into it (any device, may be strided views).
+    def read_leaves(self, dests: dict[KeyPath, torch.Tensor], *, start: int = 0) -> None:
+        """Copy rows ``[start, start + len(dest))`` of every leaf in ``dests`` into it (any
+        device, may be strided views).
 
-        Without a stream (an opening for some leaves), the manifest blocks these leaves (and
+        Without a stream (an opening for some leaves), the manifest blocks these rows (and
         the HDF5 metadata) lie in are verified first (the metadata's even when no rows are
         read: the spec came from it); with one, the whole file is being hashed meanwhile.
 
@@ -260,15 +261,17 @@ class PayloadReader:
             named = ", ".join(format_key_path(key) for key in dests)
             what = {0: "HDF5 metadata", 1: f"leaf {named}"}.get(len(dests), f"leaves {named}")
             self.verify_metadata(what)
-            for key in dests:
+            for key, dest in dests.items():
+                rows = slice(start, start + len(dest))
                 self._blocks.verify(
-                    self._span(h5[self._names[key]], None), f"leaf {format_key_path(key)}"
+                    self._span(h5[self._names[key]], rows), f"leaf {format_key_path(key)}"
                 )
         for key, dest in dests.items():
-            self._read_into(key, dest)
+            self._read_into(key, dest, start)
 
-    def _read_into(self, path: KeyPath, dest: torch.Tensor) -> None:
-        """Copy the rows of leaf ``path`` into ``dest`` through h5py, block by block."""
+    def _read_into(self, path: KeyPath, dest: torch.Tensor, first: int) -> None:
+        """Copy rows ``[first, first + len(dest))`` of leaf ``path`` into ``dest`` through
+        h5py, block by block."""
         name = self._names[path]
         if dest.numel() == 0:
             return
@@ -276,7 +279,7 @@ class PayloadReader:
         target = dest.view(stored) if stored != dest.dtype else dest
         with damage_reported(self.path, CorruptCheckpointError):
             dataset = self._file()[name]
-            rows = dataset.shape[0]
+            rows = len(target)
             width = int(np.prod(dataset.shape[1:], dtype=np.int64)) * dataset.dtype.itemsize
             step = max(1, min(rows, BLOCK_BYTES // max(1, width)))
             # HDF5 converts the stored byte order to the block's native one while reading.
@@ -284,7 +287,8 @@ class PayloadReader:
             for start in range(0, rows, step):
                 stop = min(rows, start + step)
                 part = block[: stop - start]
-                dataset.read_direct(part, source_sel=np.s_[start:stop], dest_sel=np.s_[:])
+                source = np.s_[first + start : first + stop]
+                dataset.read_direct(part, source_sel=source, dest_sel=np.s_[:])
                 if target.device.type == "cpu":
                     # numpy copies on this thread; torch's intra-op threads would compete
                     # with the hashing threads for the same cores.

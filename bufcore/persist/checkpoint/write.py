@@ -7,8 +7,10 @@ JSON-ready config and state plus the row tensors). The files are written into a 
 directory, sealed (fsynced, checksummed into the manifest) and published atomically
 (:func:`bufcore.persist.atomic.publish_directory`).
 
-The rows (:func:`write_payload`): h5py writes each leaf block by block (``write_direct`` of a
-contiguous copy of the rows: the storage's leaves are strided views of packed rows); then a
+The rows (:func:`write_payload`): h5py writes them block by block of rows, every leaf of a block
+before the next (``write_direct`` of a contiguous copy: the storage's leaves are strided views
+of packed rows, so a block's rows are read from the ring once, not once per leaf, which matters
+when the ring is a file larger than memory); then a
 :class:`~bufcore.persist.checkpoint.hashing.BlockHasher` hashes the file's blocks from the page
 cache while :func:`~bufcore.persist.checkpoint.hashing.seal_file` fsyncs it. The manifest lists
 a digest per block so that a read of some leaves or rows hashes only the blocks it touches
@@ -194,8 +196,13 @@ def write_payload(
                                     dtype=numpy_dtype(leaf.dtype)))
             for key, leaf in spec.items()
         ]
-        for key, dataset in created:
-            _write_rows(dataset, arrays[key])
+        rows = max((int(arrays[key].shape[0]) for key in spec), default=0)
+        # Bytes of one time row across every leaf: blocks of rows hold about BLOCK_BYTES.
+        width = sum(d.size // max(1, rows) * d.dtype.itemsize for _, d in created)
+        step = max(1, BLOCK_BYTES // max(1, width))
+        for start in range(0, rows, step):
+            for key, dataset in created:
+                _write_rows(dataset, arrays[key], start, min(rows, start + step))
     fd = os.open(path, os.O_RDONLY)
     try:
         return BlockHasher(fd, _HASH_BLOCK_BYTES)
@@ -203,19 +210,17 @@ def write_payload(
         os.close(fd)
 
 
-def _write_rows(dataset: h5py.Dataset, array: torch.Tensor) -> None:
-    """Write ``array``'s rows into ``dataset`` in contiguous blocks (bfloat16 as its bits)."""
+def _write_rows(dataset: h5py.Dataset, array: torch.Tensor, start: int, stop: int) -> None:
+    """Write ``array``'s rows ``[start, stop)`` into ``dataset`` as one contiguous block
+    (bfloat16 as its bits)."""
     if dataset.size == 0:
         return
+    block = array[start:stop].detach()
     stored = storage_dtype(array.dtype)
-    width = max(1, dataset.size // dataset.shape[0] * dataset.dtype.itemsize)
-    step = max(1, BLOCK_BYTES // width)
-    for start in range(0, array.shape[0], step):
-        block = array[start : start + step].detach()
-        if stored != block.dtype:
-            block = block.view(stored)
-        data = np.ascontiguousarray(block.cpu().numpy())
-        dataset.write_direct(data, dest_sel=np.s_[start : start + len(data)])
+    if stored != block.dtype:
+        block = block.view(stored)
+    data = np.ascontiguousarray(block.cpu().numpy())
+    dataset.write_direct(data, dest_sel=np.s_[start:stop])
 
 
 def block_entry(hasher: BlockHasher) -> dict[str, Any]:

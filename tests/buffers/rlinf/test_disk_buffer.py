@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import json
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,10 @@ def test_each_added_trajectory_gets_the_next_id_and_counts_its_rows(
     assert (len(rb), rb.size, rb.total_samples) == (2, 2, 26)
     assert rb.get_stats() == {"num_trajectories": 2, "total_samples": 26, "cache_size": 2}
     assert (rb.is_ready(2), rb.is_ready(3)) == (True, False)
-    assert asyncio.run(rb.is_ready_async(2)) is True
+    # On a thread of its own: a session-scoped browser fixture keeps an event loop running on
+    # the main thread for the rest of a whole-suite run.
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(asyncio.run, rb.is_ready_async(2)).result() is True
 
 
 @pytest.mark.parametrize("mode", MODES)

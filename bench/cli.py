@@ -30,7 +30,7 @@ from bench import (
 )
 from bench.headline import HeadlineConfig
 from bench.prioritized_headline import PerConfig
-from bench.report import render, write_json
+from bench.report import render, write_json, write_with_machine
 from bench.runner import Config, Results, run
 from bench.trajectory import TrajectoryConfig
 
@@ -356,13 +356,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parts == ("prioritized",):
         per_results = prioritized_headline.run(prioritized_config_from(args))
         print(prioritized_headline.render(per_results), flush=True)
-        prioritized_headline.write_json(args.per_json, per_results)
+        write_with_machine(args.per_json, per_results.to_json())
         print(f"wrote {args.per_json}", flush=True)
         return 0
     if parts == ("memmap",):
         mm_results = memmap.run(memmap_config_from(args))
         print(memmap.render(mm_results), flush=True)
-        memmap.write_json(args.memmap_json, mm_results)
+        write_with_machine(args.memmap_json, mm_results.to_json())
         print(f"wrote {args.memmap_json}", flush=True)
         return 0
     # The headline first, before this process allocates anything (its children start fresh).

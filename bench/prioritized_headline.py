@@ -573,13 +573,6 @@ def render(results: PerResults) -> str:
     return "\n".join(lines)
 
 
-def write_json(path: Path, results: PerResults) -> None:
-    from bench.report import machine
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**machine(), **results.to_json()}, indent=1) + "\n")
-
-
 def main(argv: Sequence[str]) -> int:
     """Child entry point: one JSON spec in, one JSON line out."""
     if len(argv) != 1:

@@ -410,6 +410,13 @@ def to_json(
     return out
 
 
+def write_with_machine(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` after :func:`machine`'s description as JSON to ``path`` (parents
+    created): what the prioritized and memmap rows save."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**machine(), **payload}, indent=1) + "\n")
+
+
 def write_json(
     path: Path,
     cfg: Config,

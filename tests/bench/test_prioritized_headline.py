@@ -17,6 +17,7 @@ from bench import prioritized_headline as per
 from bench import torchrl_ext
 from bench.cli import parse_args, parts_from, prioritized_config_from
 from bench.prioritized_headline import MIX, ROWS, SAMPLE_UPDATE, STEP, WINDOWS, PerConfig, PerSpec
+from bench.report import write_with_machine
 
 TINY_WINDOWS = {"capacity": 60, "batch": 32, "envs": 16, "seq_length": 4, "calls": 4, "blocks": 2}
 
@@ -127,7 +128,7 @@ def test_the_report_gives_ratios_and_whether_each_target_is_met(
     report = per.render(results)
     assert "3.00x (met >= 1x)" in report and "3.00x (met >= 1.5x)" in report
     assert "| mix | 300 [300] 0.0f | 100 [100] 0.0f | 3.00x (met >= 3x) |" in report
-    per.write_json(tmp_path / "per.json", results)
+    write_with_machine(tmp_path / "per.json", results.to_json())
     assert '"implementation": "multinomial"' in (tmp_path / "per.json").read_text()
 
 

@@ -81,6 +81,8 @@ NEXT_STEP_TYPE = "next_step_type"
 POLICY_INFO = "policy_info"
 # Where a bare (not nested) observation goes in a Trajectory's curr_obs.
 BARE_OBSERVATION = "observation"
+# The Trajectory's fields that mark where episodes end (bool, one per row).
+_ENDINGS = ("dones", "terminations", "truncations")
 
 PolicyInfoFn = Callable[[dict[str, Any], dict[str, Any]], Any]
 
@@ -276,10 +278,6 @@ def _push_trajectories(
     if trajectories:
         buffer.add_trajectories(trajectories)
     return converted.count
-
-
-# The Trajectory's fields that mark where episodes end (bool, one per row).
-_ENDINGS = ("dones", "terminations", "truncations")
 
 
 def _trajectory_path(path: KeyPath) -> KeyPath:

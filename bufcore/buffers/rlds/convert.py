@@ -23,6 +23,22 @@ Pushing (:func:`push_rlds_to_buffer`) writes into any buffer with the small prot
 :class:`TransitionBuffer` describes: a ``spec`` to compare with (exact key paths, per-row
 shapes and dtypes, as the reference compares table signatures) and an all-or-nothing
 ``extend``. ``DictBuffer`` has both.
+
+It also writes into a :class:`~bufcore.buffers.disk.TrajectoryReplayBuffer` (RLinf's), one
+:class:`~bufcore.storage.trajectories.Trajectory` per episode with ``T`` its steps and
+``B = 1``, every transition field kept::
+
+    actions         action            (a nested action: forward_inputs["action"])
+    rewards         reward            (must be one tensor: it gives the rows, as in RLinf)
+    dones           next_step_type == LAST: the transition into the episode's last step
+                    (the single step of a one-step episode); False elsewhere, the last
+                    step's own row included (its action leads nowhere)
+    terminations    dones and the episode's last step is terminal
+    truncations     dones and it is not
+    curr_obs        observation (a nested dict as it is; a bare tensor as {"observation": ...})
+    forward_inputs  {"step_type", "next_step_type", "discount", ["policy_info"]}
+
+``next_obs`` is left empty: the next observation is the next row of the same trajectory.
 """
 
 from __future__ import annotations
@@ -33,6 +49,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from bufcore.buffers.disk import TrajectoryReplayBuffer
 from bufcore.buffers.rlds.steps import (
     ACTION,
     DISCOUNT,
@@ -45,6 +62,7 @@ from bufcore.buffers.rlds.steps import (
     read_steps,
 )
 from bufcore.storage.leaves import leaf_tensor
+from bufcore.storage.trajectories import Trajectory, from_rows
 from bufcore.tree import (
     KeyPath,
     LeafSpec,
@@ -61,6 +79,10 @@ FIRST, MID, LAST = 0, 1, 2
 STEP_TYPE = "step_type"
 NEXT_STEP_TYPE = "next_step_type"
 POLICY_INFO = "policy_info"
+# Where a bare (not nested) observation goes in a Trajectory's curr_obs.
+BARE_OBSERVATION = "observation"
+# The Trajectory's fields that mark where episodes end (bool, one per row).
+_ENDINGS = ("dones", "terminations", "truncations")
 
 PolicyInfoFn = Callable[[dict[str, Any], dict[str, Any]], Any]
 
@@ -167,36 +189,47 @@ def convert_rlds_to_trajectories(
 
 def push_rlds_to_buffer(
     rlds_data: Iterable[Any],
-    buffer: TransitionBuffer,
+    buffer: TransitionBuffer | TrajectoryReplayBuffer,
     policy_info_fn: PolicyInfoFn | None = None,
 ) -> int:
-    """Convert RLDS episodes and append the transitions to ``buffer`` in one ``extend``.
+    """Convert RLDS episodes and append the transitions to ``buffer``: in one ``extend``, or
+    into a ``TrajectoryReplayBuffer`` in one ``add_trajectories`` of one trajectory per
+    episode (see the module docstring for the mapping).
 
     Everything is checked first: the episodes (as :func:`convert_rlds_to_trajectories`), then
-    the transitions' spec against ``buffer.spec`` (unless the buffer has none yet), then the
-    batch by the buffer's own ``extend``; any error leaves the buffer as it was. A buffer
-    smaller than the dataset keeps the last transitions, as its ``extend`` does.
+    the transitions' spec against ``buffer.spec`` (unless the buffer has none yet; for a
+    ``TrajectoryReplayBuffer`` in its row key paths, ``("forward_inputs", "step_type")`` and
+    so on), then the batch by the buffer's own ``extend`` or ``add_trajectories``; any error
+    leaves the buffer (and a ``TrajectoryReplayBuffer``'s directory) as it was. A buffer
+    smaller than the dataset keeps the last transitions (or trajectories), as its
+    ``extend`` (or window) does.
 
     Args:
         rlds_data: An iterable of RLDS episodes (see :mod:`bufcore.buffers.rlds.steps`).
-        buffer: A :class:`TransitionBuffer`, such as a ``DictBuffer``.
+        buffer: A :class:`TransitionBuffer`, such as a ``DictBuffer``, or a
+            ``TrajectoryReplayBuffer``.
         policy_info_fn: As for :func:`convert_rlds_to_trajectories`.
 
     Returns:
         The number of transitions written (one per step; 0 for data without steps).
 
     Raises:
-        TypeError: ``buffer`` has no ``spec`` or ``extend``; or as
-            :func:`convert_rlds_to_trajectories`, or the buffer's ``extend``.
+        TypeError: ``buffer`` is neither a ``TrajectoryReplayBuffer`` nor has a ``spec`` and
+            an ``extend``; a nested ``reward`` pushed into a ``TrajectoryReplayBuffer``; or
+            as :func:`convert_rlds_to_trajectories`, or the buffer's ``extend``
+            (``add_trajectories``).
         ValueError: the buffer's spec differs from the transitions' (the reference's "Replay
             buffer table signature spec should match RLDS data spec.", then the
             differences); or as :func:`convert_rlds_to_trajectories`, or the buffer's
-            ``extend``.
+            ``extend`` (``add_trajectories``).
+        FileExistsError: as ``TrajectoryReplayBuffer.add_trajectories``.
     """
+    if isinstance(buffer, TrajectoryReplayBuffer):
+        return _push_trajectories(rlds_data, buffer, policy_info_fn)
     if not isinstance(buffer, TransitionBuffer):
         raise TypeError(
             "buffer: expected a buffer with a spec and an extend method (a DictBuffer, say), "
-            f"got {type(buffer).__name__}"
+            f"or a TrajectoryReplayBuffer, got {type(buffer).__name__}"
         )
     converted = transitions(rlds_data, policy_info_fn)
     if not converted.rows:
@@ -212,12 +245,89 @@ def push_rlds_to_buffer(
 def transitions(rlds_data: Iterable[Any], policy_info_fn: PolicyInfoFn | None) -> Transitions:
     """Every transition of the dataset as columns, after every check (see
     :func:`convert_rlds_to_trajectories`, whose errors it raises)."""
+    return _converted(rlds_data, policy_info_fn)[1]
+
+
+def _converted(
+    rlds_data: Iterable[Any], policy_info_fn: PolicyInfoFn | None
+) -> tuple[Steps, Transitions]:
+    """The checked steps and their transitions (see :func:`transitions`)."""
     steps = read_steps(rlds_data)
     if steps.spec is None:
-        return Transitions({}, 0)
+        return steps, Transitions({}, 0)
     steps.check_sequence()
     infos = None if policy_info_fn is None else _policy_infos(steps, policy_info_fn)
-    return Transitions(_transition_rows(steps.columns, infos), steps.count)
+    return steps, Transitions(_transition_rows(steps.columns, infos), steps.count)
+
+
+def _push_trajectories(
+    rlds_data: Iterable[Any],
+    buffer: TrajectoryReplayBuffer,
+    policy_info_fn: PolicyInfoFn | None,
+) -> int:
+    """:func:`push_rlds_to_buffer` into a ``TrajectoryReplayBuffer``."""
+    steps, converted = _converted(rlds_data, policy_info_fn)
+    if not converted.rows:
+        return 0
+    spec = {_trajectory_path(path): leaf for path, leaf in converted.spec.items()}
+    spec.update({(name,): LeafSpec((), torch.bool) for name in _ENDINGS})
+    stored = buffer.spec
+    if stored is not None:
+        _check_spec(spec, stored)
+    trajectories = _episode_trajectories(steps, converted)
+    if trajectories:
+        buffer.add_trajectories(trajectories)
+    return converted.count
+
+
+def _trajectory_path(path: KeyPath) -> KeyPath:
+    """Where a transition's leaf goes in a Trajectory's rows (the module docstring's table).
+
+    Raises:
+        TypeError: a nested reward (RLinf's ``rewards`` is one tensor).
+    """
+    head, rest = path[0], path[1:]
+    if head == OBSERVATION:
+        return ("curr_obs", *rest) if rest else ("curr_obs", BARE_OBSERVATION)
+    if head == ACTION:
+        return ("forward_inputs", ACTION, *rest) if rest else ("actions",)
+    if head == REWARD:
+        if rest:
+            raise TypeError(
+                f"rlds_data{format_key_path(path)}: a TrajectoryReplayBuffer takes one reward "
+                "tensor per step (its rewards), got a nested reward"
+            )
+        return ("rewards",)
+    return ("forward_inputs", *path)  # step_type, next_step_type, discount, policy_info
+
+
+def _episode_trajectories(steps: Steps, converted: Transitions) -> list[Trajectory]:
+    """One ``[T, 1, ...]`` Trajectory per episode with steps (each with its own storage).
+
+    Raises:
+        TypeError: as :func:`_trajectory_path`.
+    """
+    rows = {_trajectory_path(path): column for path, column in converted.rows.items()}
+    lengths = torch.tensor([end - start for start, end in steps.spans()], dtype=torch.int64)
+    held = lengths > 0
+    ends = torch.tensor(steps.offsets[1:], dtype=torch.int64)[held] - 1
+    # An episode ends terminally when its last step does; every row of it knows.
+    terminal = steps.flag(IS_TERMINAL)[ends].repeat_interleave(lengths[held])
+    dones = converted.rows[(NEXT_STEP_TYPE,)] == LAST
+    rows[("dones",)] = dones
+    rows[("terminations",)] = dones & terminal
+    rows[("truncations",)] = dones & ~terminal
+    return [
+        from_rows(
+            {path: column[start:end] for path, column in rows.items()},
+            end - start,
+            1,
+            max_episode_length=0,
+            model_weights_id="",
+        )
+        for start, end in steps.spans()
+        if end > start
+    ]
 
 
 def _transition_rows(

@@ -241,7 +241,8 @@ def to_tensor(value: Any, where: str, *, python_floats: torch.dtype | None = Non
             # torch reads native byte order only; one copy converts (its values are unchanged).
             value = value.astype(value.dtype.newbyteorder("="))
         try:
-            return torch.from_numpy(np.ascontiguousarray(value))
+            # ascontiguousarray makes 0-d arrays 1-d; the reshape keeps a scalar a scalar.
+            return torch.from_numpy(np.ascontiguousarray(value).reshape(value.shape))
         except TypeError as err:
             raise TypeError(f"{where}: numpy dtype {value.dtype} has no torch equivalent") from err
     if isinstance(value, numbers.Number | list | tuple) and not isinstance(value, str):

@@ -197,3 +197,10 @@ def test_leaf_holding_another_names_the_leaf_that_is_also_a_group(
     paths: list[tuple[str, ...]], expected: tuple[tuple[str, ...], tuple[str, ...]] | None
 ) -> None:
     assert leaf_holding_another(paths) == expected
+
+
+@pytest.mark.parametrize("value", [np.array(2.5, dtype=np.float32), np.array(7),
+                                   np.array(1.0, dtype=">f8")])
+def test_to_tensor_keeps_a_zero_dimensional_array_a_scalar(value: np.ndarray) -> None:
+    converted = to_tensor(value, "x")
+    assert converted.shape == () and converted.item() == value.item()

@@ -492,3 +492,11 @@ def test_a_separator_warning_raised_as_an_error_leaves_the_buffer_empty() -> Non
         with pytest.raises(UserWarning, match="'last-action'"):
             buffer.extend({"last-action": np.zeros((1, 2))})
     assert (buffer.storage, len(buffer)) == (None, 0)
+
+
+@pytest.mark.parametrize("leaf", [torch.tensor(1.0), np.array(1.0, dtype=np.float32)])
+def test_a_scalar_leaf_is_refused_as_a_batch_without_its_batch_dimension(leaf: Any) -> None:
+    buf = DictBuffer(capacity=4)
+    with pytest.raises(ValueError, match="forget the batch dimension"):
+        buf.extend({"x": leaf})
+    assert len(buf) == 0

@@ -271,9 +271,8 @@ def _stepwise(steps: Iterable[Any], where: str) -> dict[KeyPath, torch.Tensor] |
 
 
 def _tensor(value: Any, time_axes: int, where: str) -> torch.Tensor:
-    """A leaf as a CPU tensor; numpy scalars (``np.bool_``, what indexing an array gives) and
-    0-d arrays too, which :func:`bufcore.tree.to_tensor` would give one axis (through
-    ``np.ascontiguousarray``).
+    """A leaf as a CPU tensor; numpy scalars too (``np.bool_``, what indexing an array gives,
+    is no number to :func:`bufcore.tree.to_tensor`).
 
     Raises:
         TypeError: not numeric.

@@ -47,7 +47,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 import warnings
@@ -56,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.children import run_json_child
 from bench.headline import missing_modules, rotation
 from bench.workload import LEAVES, ROW_BYTES, make_pool
 
@@ -357,21 +357,9 @@ def run_child(spec: MemmapSpec) -> dict[str, Any]:
     Raises:
         RuntimeError: the child failed (its stderr's tail is in the message).
     """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(spec.threads)
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.memmap", spec.to_json()],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode or not lines:
-        raise RuntimeError(
-            f"{spec.implementation} ({spec.rows:,} rows): child failed (exit {done.returncode}):"
-            f"\n{done.stderr.strip()[-3000:]}"
-        )
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    return run_json_child("bench.memmap", spec.to_json(), threads=spec.threads,
+                          what=f"{spec.implementation} ({spec.rows:,} rows)",
+                          timeout_s=CHILD_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------------------- the parent

@@ -47,18 +47,16 @@ import itertools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from bench.blocks import STEPS_PER_S, OpRecord, measure_rounds
+from bench.children import run_json_child
 from bench.headline import Stats, missing_modules, rotation
 
-ROOT = Path(__file__).resolve().parent.parent
 ROWS, WINDOWS = "rows", "windows"
 ROW_IMPLEMENTATIONS = ("bufcore", "torchrl", "cpprb", "multinomial")
 WINDOW_IMPLEMENTATIONS = ("bufcore", "torchrl")
@@ -365,24 +363,9 @@ def run_child(spec: PerSpec) -> dict[str, Any]:
     Raises:
         RuntimeError: the child failed (its stderr's tail is in the message).
     """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(spec.threads)
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.prioritized_headline", spec.to_json()],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        check=False,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode or not lines:
-        tail = done.stderr.strip()[-3000:]
-        raise RuntimeError(f"{spec.implementation} ({spec.table}): child failed:\n{tail}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    return run_json_child("bench.prioritized_headline", spec.to_json(), threads=spec.threads,
+                          what=f"{spec.implementation} ({spec.table})",
+                          timeout_s=CHILD_TIMEOUT_S)
 
 
 # ------------------------------------------------------------------------------ the parent

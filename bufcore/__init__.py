@@ -48,10 +48,12 @@ if TYPE_CHECKING:
         KeyPathError,
         LeafNotLoadedError,
         StateError,
+        WorldSizeError,
     )
     from bufcore.persist.backing import BackingFile
     from bufcore.persist.episodes import load_episode_based_h5, save_episodes
     from bufcore.persist.rlds_files import read_rlds_episodes
+    from bufcore.runs.ranks import load_run_buffers, reshard_run_checkpoint, save_run_buffers
     from bufcore.runs.replay import ReplayTally
     from bufcore.runs.runlog import RunLogger, read_metrics
     from bufcore.sampling.boundaries import find_start_stop_traj
@@ -113,6 +115,10 @@ _HOMES = {
     "get_rlds_step_features": "bufcore.buffers.rlds.steps",
     "read_rlds_episodes": "bufcore.persist.rlds_files",
     "BackingFile": "bufcore.persist.backing",
+    "WorldSizeError": "bufcore.errors",
+    "load_run_buffers": "bufcore.runs.ranks",
+    "reshard_run_checkpoint": "bufcore.runs.ranks",
+    "save_run_buffers": "bufcore.runs.ranks",
 }
 
 __all__ = [
@@ -147,6 +153,7 @@ __all__ = [
     "TransitionBuffer",
     "UniformRows",
     "WindowRequest",
+    "WorldSizeError",
     "ZBuffer",
     "build_weights",
     "compute_td_errors",
@@ -160,10 +167,13 @@ __all__ = [
     "load_buffer",
     "load_episode_based_h5",
     "load_expert_trajectories",
+    "load_run_buffers",
     "push_rlds_to_buffer",
     "read_metrics",
     "read_rlds_episodes",
+    "reshard_run_checkpoint",
     "save_episodes",
+    "save_run_buffers",
 ]
 __version__ = "0.1.0"
 

@@ -10,6 +10,8 @@
   prints its message as a repr (``"'...'"``); this one prints the sentence as written.
 - :class:`LeafNotLoadedError`: a buffer loaded with ``leaves=`` was asked to read or write a
   leaf it did not load.
+- :class:`WorldSizeError`: a run checkpoint saved by one number of ranks was loaded by another;
+  it names both and the reshard call.
 
 All of them subclass the built-in type a caller would catch for that fault (``ValueError`` or
 ``KeyError``), so ``except ValueError`` keeps working.
@@ -93,3 +95,21 @@ def is_out_of_memory(err: BaseException) -> bool:
         or "can't allocate" in text
         or "size calculation overflowed" in text
     )
+
+
+class WorldSizeError(ValueError):
+    """A run checkpoint saved by ``saved`` ranks was loaded by a group of ``world_size``.
+
+    Attributes:
+        path: The run checkpoint.
+        saved: How many ranks saved it.
+        world_size: How many ranks tried to load it.
+    """
+
+    def __init__(self, path: str | Path, saved: int, world_size: int) -> None:
+        self.path, self.saved, self.world_size = Path(path), saved, world_size
+        super().__init__(
+            f"{self.path}: saved by {saved} rank{'s' * (saved != 1)}, loaded by {world_size}; "
+            f"reshard it first: bufcore.reshard_run_checkpoint({str(self.path)!r}, "
+            f"DESTINATION, world_size={world_size}), then load DESTINATION"
+        )

@@ -208,30 +208,65 @@ def publish_directory(
         TypeError: ``replace`` is not a bool (checked before anything is touched).
         ValueError: ``path`` is empty (``""``).
     """
-    if not check_bool(replace, "replace") and os.path.lexists(path):
-        raise FileExistsError(f"path: {path} exists; refusing to replace it (replace=False)")
-    destination = resolve_destination(path)
-    parent = destination.parent
-    if destination.exists() and (not destination.is_dir() or not replaceable(destination)):
-        raise FileExistsError(
-            f"path: {destination} exists and is not a {kind}; refusing to replace it"
-        )
-    parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_staging(parent, destination.name)
-    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(destination), dir=parent))
+    staged = StagedDirectory(path, replaceable=replaceable, kind=kind, replace=replace)
     try:
+        write(staged.path)
+        staged.publish()
+    finally:
+        staged.discard()
+
+
+class StagedDirectory:
+    """:func:`publish_directory` in two steps, for writers that fill the staging directory
+    across other work: the ranks of a process group each write their part between barriers
+    (:func:`bufcore.persist.run_checkpoint.save_rank_checkpoint`).
+
+    Made, it has checked the destination and created the staging directory (``path``);
+    :meth:`publish` swaps it into place; :meth:`discard` (always call it, in a ``finally``)
+    removes what is left: the staging directory of a torn write, or the replaced directory.
+
+    Raises:
+        FileExistsError: as :func:`publish_directory`, on making it or on publishing.
+        TypeError: ``replace`` is not a bool (checked before anything is touched).
+        ValueError: ``path`` is empty (``""``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        replaceable: Callable[[Path], bool],
+        kind: str = "directory that may be replaced",
+        replace: bool = True,
+    ) -> None:
+        if not check_bool(replace, "replace") and os.path.lexists(path):
+            raise FileExistsError(f"path: {path} exists; refusing to replace it (replace=False)")
+        destination = resolve_destination(path)
+        parent = destination.parent
+        if destination.exists() and (not destination.is_dir() or not replaceable(destination)):
+            raise FileExistsError(
+                f"path: {destination} exists and is not a {kind}; refusing to replace it"
+            )
+        parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(parent, destination.name)
+        staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(destination), dir=parent))
         # mkdtemp makes the directory private (0700); a published one gets the usual mode.
         staging.chmod(_umask_mode(0o777))
-        write(staging)
-        fsync_path(staging, directory=True)
-        if replace:
-            _put_in_place(staging, destination, replaceable)
+        self.path, self.destination = staging, destination
+        self._replaceable, self._replace = replaceable, replace
+
+    def publish(self) -> None:
+        """fsync the staging directory and put it in place (see :func:`publish_directory`)."""
+        fsync_path(self.path, directory=True)
+        if self._replace:
+            _put_in_place(self.path, self.destination, self._replaceable)
         else:
-            _put_new(staging, destination)
-        fsync_path(parent, directory=True)
-    finally:
-        # After an exchange the staging name holds the previous directory.
-        shutil.rmtree(staging, ignore_errors=True)
+            _put_new(self.path, self.destination)
+        fsync_path(self.destination.parent, directory=True)
+
+    def discard(self) -> None:
+        """Remove the staging directory (after an exchange it holds the previous directory)."""
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def _put_new(staging: Path, destination: Path) -> None:

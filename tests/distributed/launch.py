@@ -23,9 +23,16 @@ LAUNCH_TIMEOUT_S = 300.0
 
 
 def launch(
-    world: int, workdir: Path, *, backend: str = "gloo", device: str = "cpu"
+    world: int,
+    workdir: Path,
+    *,
+    backend: str = "gloo",
+    device: str = "cpu",
+    worker: Path = WORKER,
+    args: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """Run ``world`` ranks to the end; each rank's result, in rank order.
+    """Run ``world`` ranks of ``worker`` (passed ``args`` after the usual ones) to the end;
+    each rank's result, in rank order.
 
     Raises:
         AssertionError: a rank failed or ran past :data:`LAUNCH_TIMEOUT_S` (the message holds
@@ -47,8 +54,8 @@ def launch(
             with log.open("wb") as output:
                 processes.append(
                     subprocess.Popen(
-                        [sys.executable, str(WORKER), backend, device, str(rank), str(world),
-                         str(store), str(workdir)],
+                        [sys.executable, str(worker), backend, device, str(rank), str(world),
+                         str(store), str(workdir), *args],
                         cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
                     )
                 )

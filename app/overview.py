@@ -30,6 +30,7 @@ from bufcore.inspect import (
     CheckpointSummary,
     format_key_path,
     human_bytes,
+    split_rank,
 )
 
 # Record kinds whose latest values the Overview shows, in this order.
@@ -76,6 +77,23 @@ def buffer_rows(
             }
         )
     return rows
+
+
+def rank_rows(entries: tuple[BufferEntry, ...]) -> list[dict[str, Any]]:
+    """For a run saved by several ranks: one row per buffer, each rank's rows held (of its
+    capacity) side by side and their total; empty for a one-rank run."""
+    table: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        base, rank = split_rank(entry.name)
+        if rank is None:
+            continue
+        row = table.setdefault(base, {"buffer": base, "total rows": 0})
+        s = entry.summary
+        row[f"rank {rank}"] = "unreadable" if s is None else f"{s.length:,} / {s.capacity:,}"
+        row["total rows"] += 0 if s is None else s.length
+    # The total last, after every rank's column.
+    return [{**{k: v for k, v in row.items() if k != "total rows"}, "total rows": row["total rows"]}
+            for row in table.values()]
 
 
 # ------------------------------------------------------------------------------ health check

@@ -35,6 +35,7 @@ from bufcore.inspect import (
     RunCheckpointSummary,
     TrainStatusSummary,
     buffer_dirs,
+    buffer_name,
     owning_run,
     source_kind,
     summarize_checkpoint,
@@ -65,7 +66,8 @@ class BufferEntry:
     """One buffer checkpoint of a source.
 
     Attributes:
-        name: Its directory name (``train``, ``expert``, ``z``, ...).
+        name: Its directory name (``train``, ``expert``, ``z``, ...; ``train/rank_1`` for one
+            rank's buffer of a run saved by several ranks).
         path: The directory.
         summary: What it holds, or None when it could not be read.
         error: Why it could not be read (names the file), or None.
@@ -176,7 +178,8 @@ def read_source(path: Path, *, roots: Sequence[Path]) -> SourceData:
     run = status = None
     buffers: tuple[BufferEntry, ...] = ()
     if checkpoint is not None and checkpoint.is_dir():
-        buffers = tuple(_buffer(folder, roots) for folder in buffer_dirs(checkpoint))
+        buffers = tuple(_buffer(folder, roots, buffer_name(checkpoint, folder))
+                        for folder in buffer_dirs(checkpoint))
         if (checkpoint / RUN_STATE).exists():
             try:
                 inside_roots(checkpoint / RUN_STATE, roots)

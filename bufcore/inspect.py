@@ -7,7 +7,9 @@ tool that looks inside bufcore's files never reaches into a private module:
   checkpoint, a run directory or a BFM-Zero work directory, judged by its entry names (a
   config.json counts only beside a buffer.hdf5 and naming a ``__target__``:
   :func:`is_buffer_checkpoint`);
-  :func:`buffer_dirs` lists a run checkpoint's buffers; :func:`inspect_path` summarizes all of
+  :func:`buffer_dirs` lists a run checkpoint's buffers (each rank's, for a checkpoint saved by
+  several ranks: :func:`buffer_name` names them ``train/rank_1``, :func:`split_rank` splits
+  that, :func:`rank_occupancy` puts their rows side by side); :func:`inspect_path` summarizes all of
   a path (stopping at the first damaged file), :func:`render` and :func:`to_json` lay that out.
   An RLinf buffer directory (:func:`is_rlinf_directory`) is summarized by
   :func:`summarize_rlinf_directory` (an :class:`RLinfSummary`, from its JSON files only).
@@ -81,11 +83,14 @@ from bufcore.runs.sources import (
     RUN_DIRECTORY,
     Inspection,
     buffer_dirs,
+    buffer_name,
     human_bytes,
     inspect_path,
     is_buffer_checkpoint,
+    rank_occupancy,
     render,
     source_kind,
+    split_rank,
     to_json,
 )
 from bufcore.runs.summary import (
@@ -161,6 +166,7 @@ __all__ = [
     "WindowSettings",
     "WindowShares",
     "buffer_dirs",
+    "buffer_name",
     "clip_fractions",
     "earlier_checkpoints",
     "format_key_path",
@@ -173,12 +179,14 @@ __all__ = [
     "options_from_state",
     "owning_run",
     "priority_quantiles",
+    "rank_occupancy",
     "read_leaf",
     "read_run_state",
     "render",
     "replay_items",
     "rounds_from_state",
     "source_kind",
+    "split_rank",
     "start_counts",
     "summarize_checkpoint",
     "summarize_metrics",

@@ -14,6 +14,7 @@ from app.overview import (
     healthy_text,
     latest_records,
     missing_parts,
+    rank_rows,
     scalar_items,
     spec_rows,
     verify_size,
@@ -83,6 +84,14 @@ if source is not None and data is not None:
     else:
         rows = buffer_rows(data.buffers, health)
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        ranks = rank_rows(data.buffers)
+        if ranks:
+            st.subheader("Ranks")
+            st.caption(
+                f"Saved by {len(ranks[0]) - 2} ranks (`checkpoint/buffers/<name>/rank_<r>/`): "
+                "the rows each rank's buffer holds, of its capacity."
+            )
+            st.dataframe(pd.DataFrame(ranks), hide_index=True, width="stretch")
         for entry in data.buffers:
             if entry.summary is not None:
                 with st.expander(f"{entry.name}: stored leaves ({len(entry.summary.spec)})"):

@@ -4,7 +4,8 @@ A path may be (checked in this order):
 
 - a buffer checkpoint directory (``config.json`` naming a ``__target__`` beside
   ``buffer.hdf5``, maybe ``manifest.json`` and ``state.json``; bufcore's or BFM-Zero's own);
-- a run checkpoint directory (``run.json`` and/or ``buffers/<name>/``);
+- a run checkpoint directory (``run.json`` and/or ``buffers/<name>/``; a checkpoint saved by
+  N ranks holds ``buffers/<name>/rank_<r>/``, listed as buffers ``<name>/rank_<r>``);
 - a run directory (``metrics.jsonl`` and/or ``checkpoint/``), or a BFM-Zero work directory
   (``checkpoint/buffers/<name>/`` beside BFM-Zero's own ``config.json`` files,
   ``train_status.json`` and ``model/``; other files ignored);
@@ -24,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +78,8 @@ class Inspection:
         path: The path inspected.
         kind: ``"buffer checkpoint"``, ``"run checkpoint"``, ``"run directory"`` or
             ``"BFM-Zero work directory"``.
-        buffers: ``(name, summary)`` of each buffer checkpoint, by name.
+        buffers: ``(name, summary)`` of each buffer checkpoint, by name (``train/rank_1``
+            for a rank's buffer of a checkpoint saved by several ranks).
         run: run.json's summary, or None when there is none.
         metrics: metrics.jsonl's summary, or None when there is none.
         train_status: BFM-Zero's ``checkpoint/train_status.json`` (the env step it saved
@@ -195,7 +198,7 @@ def _checkpoint(
     """The buffers under ``checkpoint/buffers/`` and run.json's summary."""
     run = summarize_run_checkpoint(checkpoint) if _exists(checkpoint / RUN_STATE) else None
     buffers = tuple(
-        (folder.name, summarize_checkpoint(folder, verify=verify))
+        (buffer_name(checkpoint, folder), summarize_checkpoint(folder, verify=verify))
         for folder in buffer_dirs(checkpoint)
     )
     return buffers, run
@@ -209,14 +212,60 @@ def _train_status(checkpoint: Path) -> TrainStatusSummary | None:
 
 
 def buffer_dirs(checkpoint: Path) -> list[Path]:
-    """The buffer checkpoint directories under ``checkpoint/buffers/``, by name."""
+    """The buffer checkpoint directories under ``checkpoint/buffers/``, by name; a buffer
+    saved by several ranks gives its ``rank_<r>/`` directories, in rank order."""
     folder = checkpoint / BUFFERS
-    return sorted(
-        (entry for entry in (folder.iterdir() if folder.is_dir() else ())
-         # Hidden entries are a save's staging directories; files are not buffers.
-         if entry.is_dir() and not entry.name.startswith(".")),
-        key=lambda entry: entry.name,
-    )
+    found: list[Path] = []
+    for entry in sorted(_subdirs(folder), key=lambda entry: entry.name):
+        ranks = _rank_dirs(entry)
+        found.extend(ranks if ranks else [entry])
+    return found
+
+
+def buffer_name(checkpoint: Path, folder: Path) -> str:
+    """How a buffer directory of :func:`buffer_dirs` is named: ``train``, or
+    ``train/rank_1`` for one rank's buffer of a checkpoint saved by several ranks."""
+    return folder.relative_to(checkpoint / BUFFERS).as_posix()
+
+
+def split_rank(name: str) -> tuple[str, int | None]:
+    """``"train/rank_1"`` -> ``("train", 1)``; a name without a rank -> ``(name, None)``."""
+    base, _, last = name.rpartition("/")
+    match = _RANK.fullmatch(last)
+    return (base, int(match["rank"])) if base and match else (name, None)
+
+
+_RANK = re.compile(r"rank_(?P<rank>0|[1-9][0-9]*)")
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    # Hidden entries are a save's staging directories; files are not buffers.
+    return [entry for entry in (folder.iterdir() if folder.is_dir() else ())
+            if entry.is_dir() and not entry.name.startswith(".")]
+
+
+def _rank_dirs(folder: Path) -> list[Path]:
+    """``rank_<r>/`` directories, in rank order, when ``folder`` holds nothing else (and is
+    no buffer checkpoint itself); else none."""
+    if is_buffer_checkpoint(folder):
+        return []
+    entries = _subdirs(folder)
+    if not entries or not all(_RANK.fullmatch(entry.name) for entry in entries):
+        return []
+    return sorted(entries, key=lambda entry: int(entry.name[len("rank_"):]))
+
+
+def rank_occupancy(
+    buffers: tuple[tuple[str, CheckpointSummary], ...],
+) -> dict[str, list[tuple[int, int]]]:
+    """Per-rank ``(length, capacity)`` of each buffer saved by several ranks, in rank order
+    (buffer name without its rank -> one pair per rank); empty for a one-rank run."""
+    table: dict[str, list[tuple[int, int]]] = {}
+    for name, summary in buffers:
+        base, rank = split_rank(name)
+        if rank is not None:
+            table.setdefault(base, []).append((summary.length, summary.capacity))
+    return table
 
 
 # ------------------------------------------------------------------------------ output
@@ -249,8 +298,24 @@ def render(inspection: Inspection) -> list[str]:
         )
     if not inspection.buffers:
         lines.append("buffers: none")
+    lines += _rank_lines(inspection.buffers)
     for name, summary in inspection.buffers:
         lines += ["", *_buffer_lines(name, summary)]
+    return lines
+
+
+def _rank_lines(buffers: tuple[tuple[str, CheckpointSummary], ...]) -> list[str]:
+    """Rows held per rank, side by side, for a checkpoint saved by several ranks."""
+    table = rank_occupancy(buffers)
+    if not table:
+        return []
+    world = max(len(ranks) for ranks in table.values())
+    width = max(len(name) for name in table)
+    lines = [f"ranks: {world} (rows held / capacity, by rank)"]
+    for name, ranks in table.items():
+        cells = "  ".join(f"rank {r}: {length:,}/{capacity:,}"
+                          for r, (length, capacity) in enumerate(ranks))
+        lines.append(f"  {name:<{width}}  {cells}  (total {sum(n for n, _ in ranks):,})")
     return lines
 
 

@@ -153,6 +153,11 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
                             help=f"upper EMD clamp (default {defaults.max_val})")
     curriculum.add_argument("--scale", type=_number, default=defaults.scale,
                             help=f"multiplier after clamping (default {defaults.scale})")
+    demo.add_argument("--nproc", type=_count, default=1, metavar="N",
+                      help="run data-parallel on N CPU processes (spawned, gloo on the loopback "
+                      "interface): envs split over ranks, gradients averaged, curriculum "
+                      "gathered, TD-EMA all-reduced; every rank's buffers are checkpointed "
+                      "under checkpoint/buffers/<name>/rank_<r>/ (default 1: one process)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.add_argument("--dashboard", type=_count, nargs="?", const=DASHBOARD_PORT, default=None,
                       metavar="PORT",
@@ -204,6 +209,8 @@ def _demo(args: argparse.Namespace) -> int:
     from bufcore.runs.demo.progress import Progress
 
     options = demo_options(args)
+    if args.nproc > 1:
+        return _demo_ranks(args, options)
     if args.dashboard is not None:
         return _demo_with_dashboard(args.out, options, args.dashboard)
     started = time.monotonic()
@@ -216,6 +223,23 @@ def _demo(args: argparse.Namespace) -> int:
             progress.close()
     _report(result, options, time.monotonic() - started)
     sys.stdout.flush()  # a closed stdout fails here, where main reports it, not at exit
+    return 0
+
+
+def _demo_ranks(args: argparse.Namespace, options: DemoOptions) -> int:
+    """``--nproc N``: the run on N spawned ranks (no progress bar: the ranks report at the end)."""
+    from bufcore.runs.demo.ranks import run_demo_ranks
+
+    if args.dashboard is not None:
+        raise ValueError("--nproc: not with --dashboard (run it, then `bufcore dashboard OUT`)")
+    started = time.monotonic()
+    curve = run_demo_ranks(args.out, options, nproc=args.nproc)
+    print(f"demo run written to {args.out} on {args.nproc} ranks ({options.steps} env steps x "
+          f"{options.envs} envs in all, {len(curve)} evaluation rounds, "
+          f"{time.monotonic() - started:.1f} s)")
+    print(f"mean EMD per round: {' '.join(f'{v:.3f}' for v in curve)}")
+    print(f"next: bufcore inspect {args.out}")
+    sys.stdout.flush()
     return 0
 
 

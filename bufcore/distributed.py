@@ -12,6 +12,8 @@ calls ``torch.distributed`` (``tests/policy/test_layers.py`` checks it):
 - :func:`all_gather_json` and :func:`all_gather_checked`: every rank's small metadata (JSON data),
   in rank order, on every rank; the checked form makes a local check fail on every rank at once.
 - :func:`shard_bounds`: the contiguous share of ``count`` items that a rank owns.
+- :func:`join_file_group` and :func:`leave_group`: a gloo group joined through a file, for
+  processes a program spawns itself (``bufcore demo --nproc N``).
 
 Every collective here is one the whole group must enter; a function never returns early on one
 rank while the others wait.
@@ -23,7 +25,9 @@ the core and imports nothing of bufcore but ``checks``. README "Development" say
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -107,6 +111,35 @@ def shard_bounds(
     quotient, remainder = divmod(count, size)
     start = owner * quotient + min(owner, remainder)
     return start, start + quotient + (owner < remainder)
+
+
+def join_file_group(
+    store: str | os.PathLike[str], *, rank: int, world_size: int, timeout_s: float
+) -> None:
+    """Join (and make) the default gloo group of ``world_size`` processes meeting through the
+    file ``store`` (a ``FileStore``; every process names the same path). Set
+    ``GLOO_SOCKET_IFNAME=lo`` in the environment to keep the traffic on one machine.
+
+    Raises:
+        TypeError: ``rank`` or ``world_size`` is not an int.
+        ValueError: ``world_size < 1`` or ``rank`` outside ``[0, world_size)``.
+        RuntimeError: the group could not be formed within ``timeout_s``.
+    """
+    size = check_int(world_size, "world_size", minimum=1, maximum=MAX_RANK + 1)
+    own = check_int(rank, "rank", minimum=0, maximum=size - 1)
+    dist.init_process_group(
+        "gloo",
+        store=dist.FileStore(os.fspath(store), size),  # type: ignore[attr-defined]
+        rank=own,
+        world_size=size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+
+
+def leave_group() -> None:
+    """Take down the default group (no-op without one)."""
+    if is_initialized():
+        dist.destroy_process_group()
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:

@@ -60,13 +60,13 @@ from bufcore.persist.run_checkpoint import (
     HISTORY_DIR,
     keep_run_checkpoint,
     kept_name,
-    save_run_checkpoint,
 )
 from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy, ValueFunction
 from bufcore.runs.demo.env import MotionBank, TrackingEnvs, track_all
 from bufcore.runs.demo.motions import Motion, make_motions
 from bufcore.runs.demo.options import DemoOptions
 from bufcore.runs.demo.progress import Progress
+from bufcore.runs.demo.ranks import RankPlan
 from bufcore.runs.demo.rundir import (
     MOTIONS_DIR,
     WRITER,
@@ -76,6 +76,7 @@ from bufcore.runs.demo.rundir import (
     write_motions,
 )
 from bufcore.runs.demo.zsource import EXPERT, RANDOM, ZSources
+from bufcore.runs.ranks import save_run_buffers
 from bufcore.runs.replay import REPLAY_KIND, ReplayTally
 from bufcore.runs.runlog import RunLogger
 from bufcore.sampling.prioritized import PrioritizedSampler, Reduction
@@ -176,8 +177,11 @@ def _run(
     clock: Callable[[], float],
     sleep: Callable[[float], None],
 ) -> DemoResult:
-    """The run itself, once its directory and options passed (see :func:`run_demo`)."""
-    clear_history(run)
+    """The run itself, once its directory and options passed (see :func:`run_demo`); as one
+    rank of a process group, this rank's share of it (:mod:`bufcore.runs.demo.ranks`)."""
+    plan = RankPlan.current()
+    if plan.rank == 0:
+        clear_history(run)
     seeds = _seeds(options.seed)
     motions = make_motions(
         options.motions,
@@ -186,7 +190,7 @@ def _run(
         max_length=options.max_length,
         generator=_generator(seeds["motions"]),
     )
-    motion_list = write_motions(run / MOTIONS_DIR, motions)
+    motion_list = Path(plan.first(lambda: str(write_motions(run / MOTIONS_DIR, motions))))
     expert = load_expert_trajectories(
         motion_list, run / MOTIONS_DIR, options.seq_length, "cpu", seed=seeds["buffers"]
     )
@@ -218,6 +222,7 @@ def _run(
         options.dim, options.z_dim, lr=0.006, state_noise=0.15, generator=policy_generator
     )
     value = ValueFunction(options.dim, options.z_dim, lr=0.01)
+    plan.average_gradients(policy.weight, value.weight)
     weighting = TDWeighting(
         TDStatsEMA("cpu", momentum=options.td_momentum, warmup_steps=options.td_warmup),
         beta=options.beta,
@@ -225,21 +230,22 @@ def _run(
         max_weight=options.max_weight,
         quantiles=TD_QUANTILES,
     )
+    own_envs = plan.envs(options.envs)
     envs = TrackingEnvs(
         bank,
-        options.envs,
+        own_envs,
         encoder,
         mix=options.mix,
         action_noise=0.06,
         dynamics_noise=0.03,
-        generator=_generator(seeds["envs"]),
+        generator=_generator(plan.seed(seeds["envs"])),
     )
-    envs.reset(torch.ones(options.envs, dtype=torch.bool), zbuffer)
+    envs.reset(torch.ones(own_envs, dtype=torch.bool), zbuffer)
     loop = _Loop(run, options, expert, online, zbuffer, curriculum, encoder, policy, value,
-                 weighting, bank, envs, policy_generator)
+                 weighting, bank, envs, policy_generator, plan)
     started = clock()
     with RunLogger(run, clock=clock) as logger:
-        logger.log("run", 0, _run_record(options, motions, online))
+        logger.log("run", 0, {**_run_record(options, motions, online), **plan.run_fields()})
         for step in range(1, options.steps + 1):
             loop.env_step(step, logger)
             if progress is not None:
@@ -258,6 +264,13 @@ def _run(
         last_emd=dict(last.emd),
         last_priority=dict(zip(expert.motion_ids, expert.priorities.tolist(), strict=True)),
     )
+
+
+def run_rank(run: Path, options: DemoOptions) -> list[float]:
+    """Run this process's rank of a data-parallel demo (the group is up, and the launcher
+    checked ``run``: :func:`bufcore.runs.demo.ranks.run_demo_ranks`); the mean EMD per round."""
+    with _one_thread():
+        return _run(run, options, None, time.time, time.sleep).mean_emd
 
 
 def updates(options: DemoOptions) -> int:
@@ -323,8 +336,9 @@ class _Loop:
         bank: MotionBank,
         envs: TrackingEnvs,
         generator: torch.Generator,
+        plan: RankPlan,
     ) -> None:
-        self.run, self.options = run, options
+        self.run, self.options, self.plan = run, options, plan
         self.expert, self.online, self.zbuffer = expert, online, zbuffer
         self.curriculum, self.encoder = curriculum, encoder
         self.policy, self.value, self.weighting = policy, value, weighting
@@ -353,9 +367,12 @@ class _Loop:
         self.episodes += rows.episodes_done
         updated = step % options.update_every == 0 and step > options.seq_length
         if updated:
-            logger.log("train", step, {**self.update(), "reward_mean": rows.reward_mean})
+            logger.log("train", step, {**self.update(), "reward_mean": rows.reward_mean},
+                       **self.plan.per_rank({"reward_mean": rows.reward_mean}))
         if step % BUFFER_EVERY == 0 or step == options.steps:
-            logger.log("buffer", step, self.buffer_record(step))
+            logger.log("buffer", step, self.buffer_record(step),
+                       **self.plan.per_rank({"transitions": self.online.size(),
+                                             "episodes_finished": self.episodes}))
             if self.tally is not None:
                 logger.log(REPLAY_KIND, step, self.tally.record())
         due = updated and self.saved_step is None  # the first update: checkpoint early
@@ -438,9 +455,9 @@ class _Loop:
         frames = self.bank.frames
         emds = {
             m: emd(paths[m].double(), frames[m, : int(self.bank.lengths[m])].double())
-            for m in range(len(paths))
+            for m in self.plan.motions(len(paths))
         }
-        round_ = self.curriculum.apply(emds, step=step)
+        round_ = self.plan.apply(self.curriculum, emds, step)
         probability = self.expert.priorities.double()
         entropy = float(-(probability * probability.clamp(min=1e-30).log()).sum())
         mean = _mean_emd(round_)
@@ -459,12 +476,14 @@ class _Loop:
     def checkpoint(self, step: int) -> dict[str, Any]:
         """Keep the previous run checkpoint, publish this one; the ``checkpoint`` record."""
         path = self.run / CHECKPOINT_DIR
-        if self.saved_step is not None:
+        if self.saved_step is not None and self.plan.rank == 0:
+            # Before the save, whose first collective the other ranks wait in meanwhile.
             keep_run_checkpoint(path, self.run / HISTORY_DIR / kept_name(self.saved_step))
         ema = self.weighting.ema
-        save_run_checkpoint(
+        save_run_buffers(
             path,
-            buffers={"train": self.online.save, "expert": self.expert.save, "z": self.zbuffer.save},
+            {"train": self.online, "expert": self.expert, "z": self.zbuffer},
+            replicated=["expert"],
             state={
                 "writer": WRITER,
                 "step": step,

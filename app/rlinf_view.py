@@ -292,17 +292,23 @@ def frequencies(index: RLinfIndex, window: int, draws: Sequence[ChunkIndex]) -> 
     )
 
 
-def snippet(path: str, *, window: int, count: int, seed: int) -> str:
+def snippet(path: str, *, window: int, count: int, seed: int, pickled: bool = False) -> str:
     """Python that reproduces the lab's draw with :class:`bufcore.TrajectoryReplayBuffer`: it
     loads the directory into memory (nothing is written into it) and defines ``batch`` (the
-    rows) and ``index`` (their trajectory ids and rows)."""
+    rows) and ``index`` (their trajectory ids and rows). ``pickled``: the directory is in the
+    ``pkl`` format, which loads only with ``allow_pickle=True`` (said in a comment)."""
+    options = f"sample_window_size={window}"
+    if pickled:
+        options += ", allow_pickle=True"
     return "\n".join([
         "import torch",
         "from bufcore import TrajectoryReplayBuffer",
         "",
         f"path = {path!r}",
         "# auto_save=False: the buffer reads the window's files into memory and writes nothing.",
-        f"buf = TrajectoryReplayBuffer(sample_window_size={window})",
+        *(["# pkl files run any code they hold when read: load only files you trust."]
+          if pickled else []),
+        f"buf = TrajectoryReplayBuffer({options})",
         "buf.load_checkpoint(path)",
         f"batch = buf.sample({count}, generator=torch.Generator().manual_seed({seed}))",
         "# Which trajectory and row each sampled row came from (the same draw):",
@@ -312,6 +318,21 @@ def snippet(path: str, *, window: int, count: int, seed: int) -> str:
 
 
 # ------------------------------------------------------------------------------ FIFO
+def weights_rows(index: RLinfIndex, *, window: int) -> list[dict[str, Any]]:
+    """One row per ``model_weights_id`` (the policy that collected a trajectory), in order of
+    first use: trajectories in the index and in the window."""
+    inside = {int(i) for i in index.ids[index.positions(window)]}
+    rows: dict[str, dict[str, Any]] = {}
+    for entry in index.entries:
+        row = rows.setdefault(entry.model_weights_id, {
+            "model_weights_id": entry.model_weights_id, "trajectories": 0, "in the window": 0,
+            "first id": entry.trajectory_id})
+        row["trajectories"] += 1
+        row["in the window"] += entry.trajectory_id in inside
+        row["last id"] = entry.trajectory_id
+    return list(rows.values())
+
+
 @dataclass(frozen=True)
 class WindowHistory:
     """How the window moved as the trajectories were added, one point per add.

@@ -11,6 +11,9 @@ from app.figures import line_trace, styled, whole_number_ticks
 from app.rlinf_view import ABSENT, CACHED, OLDER, STATES, WINDOW, Segments, WindowHistory
 
 COLOURS = {ABSENT: "#e45756", OLDER: "#c7ccd4", WINDOW: "#4c78a8", CACHED: "#f58518"}
+# Legend names: a cached trajectory is (with a cache no larger than the window) in the window.
+LEGEND = {ABSENT: "no file (a load skips it)", OLDER: "older than the window",
+          WINDOW: "in the window, not cached", CACHED: "cached (newest)"}
 # Above this many trajectories, bars become WebGL markers (a bar per id is too many to draw).
 MAX_BARS = 2_000
 SEGMENT_COLOURS = {"whole": "#4c78a8", "first": "#72b7b2", "running": "#c7ccd4"}
@@ -30,7 +33,7 @@ def samples_figure(ids: np.ndarray, samples: np.ndarray, states: np.ndarray, *, 
         mask = states == state
         if not mask.any():
             continue
-        name = f"{state} ({int(mask.sum()):,})"
+        name = f"{LEGEND[state]} ({int(mask.sum()):,})"
         if len(ids) <= MAX_BARS:
             figure.add_bar(x=ids[mask], y=samples[mask], name=name,
                            marker_color=COLOURS[state],
@@ -39,7 +42,7 @@ def samples_figure(ids: np.ndarray, samples: np.ndarray, states: np.ndarray, *, 
             figure.add_trace(go.Scattergl(
                 x=ids[mask], y=samples[mask], mode="markers", name=name,
                 marker={"color": COLOURS[state], "size": 3}))
-    figure.update_layout(barmode="overlay", bargap=0.1)
+    figure.update_layout(barmode="overlay", bargap=0.1, showlegend=True)
     figure.update_xaxes(**whole_number_ticks(float(ids.max() - ids.min()) if len(ids) else 0.0))
     note = (f"{len(ids):,} trajectories; window {window or 'all'}, cache {cache}: the newest "
             "trajectories whose files are there")
@@ -73,13 +76,15 @@ def segment_histogram(pooled: Segments) -> go.Figure:
     high = int(lengths.max()) if len(lengths) else 1
     edges = np.unique(np.linspace(1, high + 1, min(high, 60) + 1).round().astype(np.int64))
     figure = go.Figure()
+    stacked = np.zeros(len(edges) - 1, dtype=np.int64)
     for kind in ("whole", "first", "running"):
         counts, _ = np.histogram(getattr(pooled, kind), bins=edges)
+        stacked += counts
         centre = (edges[:-1] + edges[1:] - 1) / 2
         figure.add_bar(x=centre, y=counts, width=np.diff(edges) * 0.9,
                        name=SEGMENT_NAMES[kind], marker_color=SEGMENT_COLOURS[kind])
     figure.update_layout(barmode="stack")
-    figure.update_yaxes(**whole_number_ticks(float(len(lengths))))
+    figure.update_yaxes(**whole_number_ticks(float(stacked.max()) if len(stacked) else 0.0))
     note = (f"{len(pooled.whole):,} whole, {len(pooled.first):,} first, "
             f"{len(pooled.running):,} running segments")
     return styled(figure, title="Episode segment lengths", x="steps", y="segments", note=note)
@@ -113,14 +118,14 @@ def id_strip_figure(ids: np.ndarray, states: np.ndarray) -> go.Figure:
         if not mask.any():
             continue
         figure.add_bar(x=ids[mask], y=np.ones(int(mask.sum())), width=1.0,
-                       name=f"{state} ({int(mask.sum()):,})", marker_color=COLOURS[state],
+                       name=f"{LEGEND[state]} ({int(mask.sum()):,})", marker_color=COLOURS[state],
                        marker_line_width=0,
                        hovertemplate="id %{x}<extra>" + state + "</extra>")
-    figure.update_layout(barmode="overlay", bargap=0)
+    figure.update_layout(barmode="overlay", bargap=0, showlegend=True)
     figure.update_yaxes(visible=False, range=[0, 1])
     figure.update_xaxes(**whole_number_ticks(float(ids.max() - ids.min()) if len(ids) else 0.0))
     return styled(figure, title="Trajectory ids, oldest to newest", x="trajectory id", y="",
-                  height=220)
+                  height=280)
 
 
 def history_figure(history: WindowHistory, *, window: int) -> go.Figure:

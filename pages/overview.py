@@ -65,8 +65,9 @@ def rlinf_overview(data: SourceData) -> None:
     cols[3].metric("Cached", f"{len(index.positions(cache)) if cache else 0:,}",
                    help=f"cache_size = {cache}, set in the sidebar.")
     cols[4].metric("Format", summary.trajectory_format)
-    st.dataframe(pd.DataFrame(overview_items(summary, index, window=window, cache=cache),
-                              columns=["", "value"]), hide_index=True, width="stretch")
+    items = overview_items(summary, index, window=window, cache=cache)
+    st.dataframe(pd.DataFrame(items, columns=["what", "value"]), hide_index=True,
+                 width="stretch", height=36 * (len(items) + 1))
     st.subheader("Stored leaves")
     if summary.trajectory_format != "pt":
         st.info(PKL_NOTE)

@@ -37,11 +37,6 @@ PIN_KEY = "lab_pin"
 PINS = "lab_pins"
 
 st.title("Sampling lab")
-st.caption(
-    "Draws real batches with the buffer's own sampler (a seeded generator; the buffer's stream "
-    "is untouched). The seed, sizes and weighting are in the URL, and Resample moves the seed "
-    "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
-)
 RLINF_RESULT = "lab_rlinf_frequencies"
 
 
@@ -61,9 +56,10 @@ def rlinf_lab(data: SourceData) -> None:
         f"Drawn as `TrajectoryReplayBuffer(sample_window_size={window})` loading `{data.path}` "
         f"draws with `sample(n, generator=g)`: n rows uniformly, with replacement, over the "
         f"{rows:,} rows of the window's {len(ids):,} trajectories (the newest whose files are "
-        "here), each row id mapped to its trajectory by bucketize. Only the index is read."
+        "here), each row id mapped to its trajectory by bucketize. Only the index is read. "
+        "The seed and sizes are in the URL, and Resample moves the seed on."
     )
-    cols = st.columns(4)
+    cols = st.columns(4, vertical_alignment="bottom")
     count = int(cols[0].number_input(
         "Rows to draw (num_chunks)", min_value=1, max_value=65_536, value=256, step=1,
         key="lab_batch", bind="query-params", help="sample(num_chunks) returns exactly this many.",
@@ -203,6 +199,11 @@ data = ui.source_data(source) if source is not None else None
 if data is not None and ui.is_rlinf(data):
     rlinf_lab(data)
     st.stop()
+st.caption(
+    "Draws real batches with the buffer's own sampler (a seeded generator; the buffer's stream "
+    "is untouched). The seed, sizes and weighting are in the URL, and Resample moves the seed "
+    "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
+)
 entry = ui.choose_buffer(data, kinds=SAMPLING_KINDS) if data is not None else None
 
 if data is not None and entry is not None and entry.summary is not None:

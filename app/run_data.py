@@ -27,11 +27,13 @@ from bufcore.inspect import (
     BUFFER_CHECKPOINT,
     CHECKPOINT_DIR,
     METRICS_FILE,
+    RLINF_DIRECTORY,
     RUN_CHECKPOINT,
     RUN_STATE,
     TRAIN_STATUS,
     CheckpointSummary,
     MetricsSummary,
+    RLinfSummary,
     RunCheckpointSummary,
     TrainStatusSummary,
     buffer_dirs,
@@ -40,6 +42,7 @@ from bufcore.inspect import (
     source_kind,
     summarize_checkpoint,
     summarize_metrics,
+    summarize_rlinf_directory,
     summarize_run_checkpoint,
     summarize_train_status,
 )
@@ -92,6 +95,8 @@ class SourceData:
         has_log: Whether the source has a ``metrics.jsonl`` (even one whose summary failed).
         errors: Messages for the parts besides buffers that could not be read.
         train_status: BFM-Zero's ``checkpoint/train_status.json`` summary, or None.
+        rlinf: An RLinf buffer directory's summary (kind ``RLINF_DIRECTORY``), or None (also
+            when it cannot be read: ``errors`` says why).
     """
 
     path: Path
@@ -102,6 +107,7 @@ class SourceData:
     has_log: bool
     errors: tuple[str, ...]
     train_status: TrainStatusSummary | None = None
+    rlinf: RLinfSummary | None = None
 
     def buffer(self, name: str) -> BufferEntry | None:
         """The buffer called ``name``, or None."""
@@ -111,6 +117,12 @@ class SourceData:
 def contents(data: SourceData) -> str:
     """What the source holds and lacks, in one paragraph for a page that cannot draw from it:
     each buffer with its kind (or why it is unusable), the log and run.json."""
+    if data.kind == RLINF_DIRECTORY:
+        what = ("an unreadable index" if data.rlinf is None else
+                f"{data.rlinf.trajectories:,} trajectories ({data.rlinf.samples:,} samples)")
+        return (f"`{data.path}` is an RLinf buffer directory holding {what}, and no bufcore "
+                f"buffer checkpoint, {METRICS_FILE} or {CHECKPOINT_DIR}/{RUN_STATE}. The "
+                "Overview, Trajectories, Sampling lab and FIFO pages show RLinf directories.")
     held = [
         f"buffer `{entry.name}` ({entry.summary.kind})" if entry.summary is not None
         else f"buffer `{entry.name}` (unusable: {entry.error})"
@@ -137,7 +149,7 @@ def checkpoint_dir(path: Path) -> Path | None:
     kind = source_kind(path)
     if kind == RUN_CHECKPOINT:
         return path
-    if kind is None or kind == BUFFER_CHECKPOINT:
+    if kind is None or kind in (BUFFER_CHECKPOINT, RLINF_DIRECTORY):
         return None
     return path / CHECKPOINT_DIR
 
@@ -168,11 +180,14 @@ def read_source(path: Path, *, roots: Sequence[Path]) -> SourceData:
     kind = source_kind(path)
     if kind is None:
         raise ValueError(
-            f"{path}: not a run directory, run checkpoint, buffer checkpoint or BFM-Zero work "
-            "directory (expected metrics.jsonl, checkpoint/, run.json, buffers/ or config.json)"
+            f"{path}: not a run directory, run checkpoint, buffer checkpoint, BFM-Zero work "
+            "directory or RLinf buffer directory (expected metrics.jsonl, checkpoint/, "
+            "run.json, buffers/, config.json, or metadata.json with trajectory_index.json)"
         )
     if kind == BUFFER_CHECKPOINT:
         return SourceData(path, kind, (_buffer(path, roots),), None, None, False, ())
+    if kind == RLINF_DIRECTORY:
+        return _rlinf(path)
     errors: list[str] = []
     checkpoint = checkpoint_dir(path)
     run = status = None
@@ -214,6 +229,15 @@ def read_source(path: Path, *, roots: Sequence[Path]) -> SourceData:
         except READ_ERRORS as err:
             errors.append(str(err))
     return SourceData(path, kind, buffers, run, metrics, has_log, tuple(errors), status)
+
+
+def _rlinf(path: Path) -> SourceData:
+    """An RLinf buffer directory's source data: its summary, or the reason it has none."""
+    try:
+        summary = summarize_rlinf_directory(path)
+    except READ_ERRORS as err:
+        return SourceData(path, RLINF_DIRECTORY, (), None, None, False, (str(err),))
+    return SourceData(path, RLINF_DIRECTORY, (), None, None, False, (), rlinf=summary)
 
 
 def _under(path: Path, roots: Sequence[Path]) -> bool:

@@ -54,11 +54,17 @@ from app.trajectory_stats import (
 from bufcore import load_buffer
 from bufcore.inspect import (
     METRICS_FILE,
+    RLINF_DIRECTORY,
     CheckpointSummary,
     ReplayItems,
+    RLinfIndex,
+    RLinfSummary,
+    RLinfTrajectory,
     WindowSettings,
     WindowShares,
     read_leaf,
+    read_rlinf_index,
+    read_rlinf_trajectory,
     replay_items,
     source_kind,
     summarize_checkpoint,
@@ -144,8 +150,9 @@ def choose_source() -> Source | None:
         key=OPEN_KEY,
         bind="query-params",
         placeholder="runs/exp1 or a checkpoint directory",
-        help="Any run directory, run checkpoint, buffer checkpoint or BFM-Zero work directory "
-        "inside the dashboard's roots: " + ", ".join(map(str, config.roots)),
+        help="Any run directory, run checkpoint, buffer checkpoint, BFM-Zero work directory "
+        "or RLinf buffer directory inside the dashboard's roots: "
+        + ", ".join(map(str, config.roots)),
     )
     opened, refusal = _open_typed(typed, config) if typed else (None, "")
     if opened is not None:
@@ -190,8 +197,8 @@ def _open_typed(typed: str, config: DashboardConfig) -> tuple[Source | None, str
         return None, f"{path!s:.300}: cannot be opened ({err.strerror})"
     if kind is None:
         return None, (
-            f"{path}: not a run directory, run checkpoint, buffer checkpoint or BFM-Zero work "
-            "directory"
+            f"{path}: not a run directory, run checkpoint, buffer checkpoint, BFM-Zero work "
+            "directory or RLinf buffer directory"
         )
     return Source(path, kind, typed.strip()), ""
 
@@ -463,3 +470,74 @@ def window_shares_of(path: Path, seq_length: int) -> WindowShares:
             samples windows without a PrioritizedSampler.
     """
     return _cached_window_shares(str(confined(path)), seq_length, fingerprint(path))
+
+
+# ------------------------------------------------------------------ RLinf buffer directories
+# Query-parameter names (also the widget keys) of the loading buffer's options.
+RLINF_WINDOW_KEY = "rl_window"
+RLINF_CACHE_KEY = "rl_cache"
+
+
+def is_rlinf(data: SourceData | None) -> bool:
+    """Whether the source is an RLinf buffer directory."""
+    return data is not None and data.kind == RLINF_DIRECTORY
+
+
+def rlinf_source(data: SourceData) -> tuple[RLinfSummary, RLinfIndex, int, int] | None:
+    """An RLinf directory's summary and index, and the sidebar's ``sample_window_size`` and
+    ``cache_size`` (RLinf's defaults, bound to the URL) of the buffer that would load it; None,
+    with the reason drawn as an error, when its index cannot be read."""
+    summary = data.rlinf
+    if summary is None:
+        for error in data.errors:
+            st.error(f"The RLinf directory cannot be read: {error}")
+        return None
+    try:
+        index = _cached_rlinf_index(str(confined(data.path)), fingerprint(data.path))
+    except READ_ERRORS as err:
+        st.error(f"The RLinf directory cannot be read: {err}")
+        return None
+    st.sidebar.caption("An RLinf directory saves no window or cache size: they are options of "
+                       "the buffer that loads it.")
+    window = int(st.sidebar.number_input(
+        "sample_window_size", min_value=0, max_value=10**9, value=summary.window_size, step=1,
+        key=RLINF_WINDOW_KEY, bind="query-params",
+        help="Samples come from the newest this many trajectories whose files are there "
+        "(0: all). RLinf's default is 100.",
+    ))
+    cache = int(st.sidebar.number_input(
+        "cache_size", min_value=0, max_value=10**9, value=summary.cache_size, step=1,
+        key=RLINF_CACHE_KEY, bind="query-params",
+        help="With auto_save the buffer keeps the newest this many trajectories in memory "
+        "(without it, its whole window). RLinf's default is 5.",
+    ))
+    return summary, index, window, cache
+
+
+@st.cache_data(show_spinner="Reading the RLinf index...", max_entries=16)
+def _cached_rlinf_index(path: str, key: Fingerprint) -> RLinfIndex:
+    del key
+    return read_rlinf_index(path)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _cached_rlinf_trajectory(path: str, trajectory_id: int, key: Fingerprint) -> RLinfTrajectory:
+    return read_rlinf_trajectory(_cached_rlinf_index(path, key), trajectory_id)
+
+
+def rlinf_trajectories(
+    index: RLinfIndex, ids: Sequence[int]
+) -> tuple[list[RLinfTrajectory], list[str]]:
+    """The trajectory files of ``ids`` read through the library (``weights_only``), cached
+    per directory version; and one message per file that could not be read (naming it)."""
+    path = str(confined(index.path))
+    key = fingerprint(index.path)
+    reads: list[RLinfTrajectory] = []
+    errors: list[str] = []
+    with st.spinner(f"Reading {len(ids):,} trajectory files..."):
+        for trajectory_id in ids:
+            try:
+                reads.append(_cached_rlinf_trajectory(path, int(trajectory_id), key))
+            except (*READ_ERRORS, KeyError) as err:
+                errors.append(str(err))
+    return reads, errors

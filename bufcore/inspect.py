@@ -12,7 +12,10 @@ tool that looks inside bufcore's files never reaches into a private module:
   that, :func:`rank_occupancy` puts their rows side by side); :func:`inspect_path` summarizes all of
   a path (stopping at the first damaged file), :func:`render` and :func:`to_json` lay that out.
   An RLinf buffer directory (:func:`is_rlinf_directory`) is summarized by
-  :func:`summarize_rlinf_directory` (an :class:`RLinfSummary`, from its JSON files only).
+  :func:`summarize_rlinf_directory` (an :class:`RLinfSummary`, from its JSON files only);
+  the dashboard reads its index (:func:`read_rlinf_index`), one trajectory file's leaves and
+  end flags (:func:`read_rlinf_trajectory`, ``weights_only``) and draws rows as the disk
+  buffer draws them (:func:`draw_rlinf_chunks`, a :class:`ChunkIndex`).
 - **Summaries** (metadata only, never rows): :func:`summarize_checkpoint` for a buffer
   checkpoint (with a :class:`DingSummary` for DI-engine's buffers),
   :func:`summarize_run_checkpoint` for ``run.json``, :func:`summarize_metrics` for
@@ -75,6 +78,15 @@ from bufcore.runs.rlinf_summary import (
     is_rlinf_directory,
     summarize_rlinf_directory,
 )
+from bufcore.runs.rlinf_view import (
+    END_FIELDS,
+    LeafRow,
+    RLinfIndex,
+    RLinfTrajectory,
+    draw_rlinf_chunks,
+    read_rlinf_index,
+    read_rlinf_trajectory,
+)
 from bufcore.runs.sources import (
     BFM_ZERO_WORKDIR,
     BUFFER_CHECKPOINT,
@@ -111,6 +123,7 @@ from bufcore.runs.summary import (
     summarize_train_status,
     window_settings,
 )
+from bufcore.sampling.chunk_window import ChunkIndex
 from bufcore.sampling.prioritized import (
     IS_WEIGHT_QUANTILES,
     PRIORITY_QUANTILES,
@@ -134,6 +147,7 @@ __all__ = [
     "BUFFER_CHECKPOINT",
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
+    "END_FIELDS",
     "HISTORY_DIR",
     "IS_WEIGHT_QUANTILES",
     "METRICS_FILE",
@@ -147,14 +161,18 @@ __all__ = [
     "TRAIN_STATUS",
     "WEIGHTINGS",
     "CheckpointSummary",
+    "ChunkIndex",
     "CurriculumSummary",
     "DingSummary",
     "IdSpan",
     "Inspection",
     "KeyPath",
+    "LeafRow",
     "MetricsSummary",
     "PrioritySummary",
+    "RLinfIndex",
     "RLinfSummary",
+    "RLinfTrajectory",
     "ReplayItems",
     "RunCheckpointSummary",
     "SamplerSummary",
@@ -168,6 +186,7 @@ __all__ = [
     "buffer_dirs",
     "buffer_name",
     "clip_fractions",
+    "draw_rlinf_chunks",
     "earlier_checkpoints",
     "format_key_path",
     "has_replay_items",
@@ -181,6 +200,8 @@ __all__ = [
     "priority_quantiles",
     "rank_occupancy",
     "read_leaf",
+    "read_rlinf_index",
+    "read_rlinf_trajectory",
     "read_run_state",
     "render",
     "replay_items",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app import ui
@@ -12,17 +13,73 @@ from app.ring_figures import (
     ring_figure,
     slot_age_figure,
 )
-from app.run_data import ONLINE, TRANSITIONS, ZVECTORS
+from app.rlinf_figures import history_figure, id_strip_figure
+from app.rlinf_view import states, weights_rows, window_history
+from app.run_data import ONLINE, TRANSITIONS, ZVECTORS, SourceData
 
 RING_KINDS = (ONLINE, TRANSITIONS, ZVECTORS)
 
 st.title("FIFO occupancy")
+
+
+def rlinf_fifo(data: SourceData) -> None:
+    """An RLinf directory: which trajectory ids the window and the cache hold, and how the
+    window slid over the id list as trajectories were added."""
+    loaded = ui.rlinf_source(data)
+    if loaded is None:
+        return
+    summary, index, window, cache = loaded
+    st.caption(
+        f"RLinf buffer directory `{data.path}`. Its index never evicts (every trajectory "
+        "added stays listed); what slides FIFO is the window a buffer samples from (the newest "
+        "`sample_window_size` trajectories) and, with `auto_save`, the cache of the newest "
+        "`cache_size` held in memory (without `auto_save` the buffer keeps its whole window in "
+        "memory and forgets older trajectories)."
+    )
+    total = len(index.entries)
+    if total == 0:
+        st.info(f"{data.path}: the index is empty; nothing has been added yet.")
+        return
+    in_window = index.ids[index.positions(window)]
+    in_cache = index.ids[index.positions(cache)] if cache else in_window[:0]
+    cols = st.columns(5)
+    cols[0].metric("Trajectories indexed", f"{total:,}")
+    cols[1].metric("Window", "-" if len(in_window) == 0 else
+                   f"{int(in_window[0])}..{int(in_window[-1])}",
+                   help=f"Ids of the {len(in_window):,} trajectories sampled from.")
+    cols[2].metric("Cache", "-" if len(in_cache) == 0 else
+                   f"{int(in_cache[0])}..{int(in_cache[-1])}",
+                   help=f"Ids of the {len(in_cache):,} trajectories held in memory.")
+    cols[3].metric("Next id", f"{summary.trajectory_counter:,}",
+                   help="metadata.json's trajectory_counter: the id the next add gets.")
+    cols[4].metric("Without a file", f"{summary.absent:,}",
+                   help="Indexed trajectories whose file is absent: a load leaves them out, "
+                   "and the window skips them.")
+    state = states(index, window=window, cache=cache)
+    st.plotly_chart(id_strip_figure(index.ids, state), width="stretch")
+    st.plotly_chart(history_figure(window_history(index, window), window=window),
+                    width="stretch")
+    st.caption(
+        "The index records the order trajectories were added in, not when: the x axis counts "
+        "adds. After k adds a buffer samples from the newest "
+        f"{window if window else 'k (all)'} ids; the directory's current window is its last "
+        "point (trajectories whose files are absent now are skipped by a load, not by the "
+        "buffer that wrote them)."
+    )
+    st.subheader("Policy versions (model_weights_id) in the window")
+    st.dataframe(pd.DataFrame(weights_rows(index, window=window)), hide_index=True,
+                 width="stretch")
+
+
+source = ui.choose_source()
+data = ui.source_data(source) if source is not None else None
+if data is not None and ui.is_rlinf(data):
+    rlinf_fifo(data)
+    st.stop()
 st.caption(
     "Where the write cursor of a ring buffer stands, how old each slot is, and where episodes "
     "end. A ring of capacity C writes slot `cursor` next and, once full, overwrites the oldest."
 )
-source = ui.choose_source()
-data = ui.source_data(source) if source is not None else None
 entry = ui.choose_buffer(data, kinds=RING_KINDS) if data is not None else None
 if source is not None and entry is not None and entry.summary is not None:
     summary = entry.summary

@@ -20,15 +20,72 @@ from app.overview import (
     verify_size,
     verify_text,
 )
+from app.rlinf_view import PKL_NOTE, leaf_rows, overview_items, rlinf_problems
+from app.run_data import SourceData
 
 # Buffers up to this size are verified on every new checkpoint version; larger ones on request
 # (hashing reads the whole file).
 VERIFY_AUTO_BYTES = 1 << 30
 VERIFY_REQUESTS = "overview_verify"
 
+
+
+def rlinf_overview(data: SourceData) -> None:
+    """An RLinf buffer directory: its health, counts, window, cache and leaves."""
+    st.caption(f"{data.kind}: `{data.path}`")
+    loaded = ui.rlinf_source(data)
+    st.subheader("Health")
+    if loaded is None:
+        return
+    summary, index, window, cache = loaded
+    problems = rlinf_problems(summary, index)
+    for problem in problems:
+        st.error(problem)
+    newest = index.positions(1)
+    reads, errors = ([], []) if summary.trajectory_format != "pt" or len(newest) == 0 else (
+        ui.rlinf_trajectories(index, [int(index.ids[newest[0]])]))
+    for error in errors:
+        st.error(f"The newest trajectory file cannot be read: {error}")
+    if not problems and not errors:
+        st.success(
+            "Healthy: the index and metadata.json agree and every indexed trajectory file is "
+            "there" + (" (the newest was read and matches its index entry; Trajectories reads "
+                       "more)." if reads else ".")
+        )
+    if summary.orphans:
+        st.warning(
+            f"{summary.orphans:,} files here are not named by the index (a crash between a "
+            "file and the index naming it). Loads ignore them; "
+            "`TrajectoryReplayBuffer.remove_orphan_files()` removes them."
+        )
+    cols = st.columns(5)
+    cols[0].metric("Trajectories", f"{summary.trajectories:,}")
+    cols[1].metric("Samples (rows)", f"{summary.samples:,}")
+    cols[2].metric("In the window", f"{len(index.positions(window)):,}",
+                   help=f"sample_window_size = {window} (0: all), set in the sidebar.")
+    cols[3].metric("Cached", f"{len(index.positions(cache)) if cache else 0:,}",
+                   help=f"cache_size = {cache}, set in the sidebar.")
+    cols[4].metric("Format", summary.trajectory_format)
+    items = overview_items(summary, index, window=window, cache=cache)
+    st.dataframe(pd.DataFrame(items, columns=["what", "value"]), hide_index=True,
+                 width="stretch", height=36 * (len(items) + 1))
+    st.subheader("Stored leaves")
+    if summary.trajectory_format != "pt":
+        st.info(PKL_NOTE)
+    elif reads:
+        st.caption(f"Rows of trajectory {reads[0].trajectory_id} (the newest), flattened to "
+                   "`[T*B, ...]` as the buffer samples them.")
+        st.dataframe(pd.DataFrame(leaf_rows(reads[0])), hide_index=True, width="stretch")
+    else:
+        st.info("No trajectory file could be read, so the leaves are unknown.")
+
+
 st.title("Overview")
 source = ui.choose_source()
 data = ui.source_data(source) if source is not None else None
+if source is not None and ui.is_rlinf(data) and data is not None:
+    rlinf_overview(data)
+    st.stop()
 if source is not None and data is not None:
     st.caption(f"{data.kind}: `{data.path}`")
     log = ui.load_log(source.path) if data.has_log else None

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import ui
+from app import rlinf_view, ui
 from app.ring import boundary_map
-from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS
+from app.rlinf_figures import landing_figure
+from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS, SourceData
 from app.sampling_figures import frequency_figure, landing_map_figure, row_landing_figure
 from app.sampling_lab import (
     MAX_SEED,
@@ -36,14 +37,95 @@ PIN_KEY = "lab_pin"
 PINS = "lab_pins"
 
 st.title("Sampling lab")
-st.caption(
-    "Draws real batches with the buffer's own sampler (a seeded generator; the buffer's stream "
-    "is untouched). The seed, sizes and weighting are in the URL, and Resample moves the seed "
-    "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
-)
-source = ui.choose_source()
-data = ui.source_data(source) if source is not None else None
-entry = ui.choose_buffer(data, kinds=SAMPLING_KINDS) if data is not None else None
+RLINF_RESULT = "lab_rlinf_frequencies"
+
+
+def rlinf_lab(data: SourceData) -> None:
+    """An RLinf directory: rows drawn as the disk buffer draws them, from its index alone."""
+    loaded = ui.rlinf_source(data)
+    if loaded is None:
+        return
+    summary, index, window, _ = loaded
+    ids, _ = rlinf_view.window_table(index, window)
+    if len(ids) == 0:
+        st.info(f"{data.path}: no indexed trajectory has its file here; there is nothing to "
+                "sample.")
+        return
+    rows = int(index.samples[index.positions(window)].sum())
+    st.caption(
+        f"Drawn as `TrajectoryReplayBuffer(sample_window_size={window})` loading `{data.path}` "
+        f"draws with `sample(n, generator=g)`: n rows uniformly, with replacement, over the "
+        f"{rows:,} rows of the window's {len(ids):,} trajectories (the newest whose files are "
+        "here), each row id mapped to its trajectory by bucketize. Only the index is read. "
+        "The seed and sizes are in the URL, and Resample moves the seed on."
+    )
+    cols = st.columns(4, vertical_alignment="bottom")
+    count = int(cols[0].number_input(
+        "Rows to draw (num_chunks)", min_value=1, max_value=65_536, value=256, step=1,
+        key="lab_batch", bind="query-params", help="sample(num_chunks) returns exactly this many.",
+    ))
+    seed = int(cols[1].number_input(
+        "Seed", min_value=0, max_value=MAX_SEED, step=1, key=SEED_KEY, bind="query-params",
+        help="Seeds the draw's generator; Resample moves it to the next seed.",
+    ))
+    cols[2].button("Resample", type="primary", help="Draw again with the next seed",
+                   on_click=resample)
+    repeats = int(cols[3].number_input(
+        "Batches to draw", min_value=1, max_value=10_000, value=200, step=50, key="lab_draws",
+        bind="query-params", help="How many batches Draw below takes, from this seed.",
+    ))
+    drawn = rlinf_view.draw_many(index, window=window, count=count, seed=seed, repeats=1)[0]
+    columns = rlinf_view.batch_columns(index, drawn)
+    st.subheader("Which trajectories and rows were drawn")
+    st.plotly_chart(landing_figure(ids, index.samples[index.positions(window)],
+                                   columns["trajectory_id"], columns["row"]), width="stretch")
+    st.caption(f"Seed {seed}: {count:,} rows from "
+               f"{len(np.unique(columns['trajectory_id'])):,} trajectories. Row r of a "
+               "trajectory is step r // B of env r % B.")
+    with st.expander("The batch as a table", expanded=False):
+        st.dataframe(pd.DataFrame(columns), hide_index=True, width="stretch", height=300)
+
+    st.subheader("Frequencies over many draws")
+    signature = repr((str(data.path), window, count, seed, repeats))
+    if st.button(f"Draw {repeats:,} batches", help="Compare each trajectory's share of draws "
+                 "with its share of the window's rows"):
+        with st.spinner(f"Drawing {repeats:,} batches..."):
+            draws = rlinf_view.draw_many(index, window=window, count=count, seed=seed,
+                                         repeats=repeats)
+            st.session_state[RLINF_RESULT] = (signature, rlinf_view.frequencies(index, window,
+                                                                                 draws))
+    stored = st.session_state.get(RLINF_RESULT)
+    if stored is None or stored[0] != signature:
+        st.info(f"Press **Draw {repeats:,} batches** to compare how often each trajectory is "
+                "drawn with its share of the window's rows (T x B over the window's total).")
+    else:
+        result = stored[1]
+        test = result.test
+        cols = st.columns(4)
+        cols[0].metric("Rows drawn", f"{result.draws:,}",
+                       help=f"{result.batches:,} batches of {count:,}, one generator")
+        cols[1].metric(
+            "chi-square p-value", "n/a" if test.p_value != test.p_value else f"{test.p_value:.3f}",
+            help=f"statistic {test.statistic:.1f} on {test.dof} degrees of freedom. A p-value "
+            "that is not tiny means the draws fit the expected shares.",
+        )
+        cols[2].metric("Row coverage", f"{result.coverage:.1%}",
+                       help=f"{result.hit:,} distinct of the window's {result.valid:,} rows "
+                       "were drawn at least once.")
+        cols[3].metric("Trajectories", f"{len(result.labels):,}")
+        st.plotly_chart(frequency_figure(result.labels, result.expected, result.observed,
+                                         unit="trajectory", units="trajectories"),
+                        width="stretch")
+
+    st.subheader("Export")
+    st.download_button("Download the batch (CSV)", batch_csv(columns),
+                       file_name=f"{data.path.name}-seed{seed}.csv", mime="text/csv")
+    st.caption("Reproduce this draw with bufcore's TrajectoryReplayBuffer (it reads the "
+               "window's files into memory and writes nothing into the directory):")
+    st.code(rlinf_view.snippet(str(data.path), window=window, count=count, seed=seed,
+                               pickled=summary.trajectory_format != "pt"), language="python")
+
+
 
 
 def controls(kind: str, sampler: Any) -> LabRequest:
@@ -111,6 +193,18 @@ def check_pin(path: str, current: str | None) -> None:
     elif linked != current:
         st.query_params[PIN_KEY] = current
 
+
+source = ui.choose_source()
+data = ui.source_data(source) if source is not None else None
+if data is not None and ui.is_rlinf(data):
+    rlinf_lab(data)
+    st.stop()
+st.caption(
+    "Draws real batches with the buffer's own sampler (a seeded generator; the buffer's stream "
+    "is untouched). The seed, sizes and weighting are in the URL, and Resample moves the seed "
+    "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
+)
+entry = ui.choose_buffer(data, kinds=SAMPLING_KINDS) if data is not None else None
 
 if data is not None and entry is not None and entry.summary is not None:
     summary = entry.summary

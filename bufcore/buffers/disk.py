@@ -40,7 +40,7 @@ from typing import Any, cast
 
 import torch
 
-from bufcore.checks import check_bool, check_int, check_path, check_seed
+from bufcore.checks import check_bool, check_generator, check_int, check_path, check_seed
 from bufcore.errors import CorruptCheckpointError
 from bufcore.persist.rlinf.directory import (
     SavedDirectory,
@@ -61,7 +61,13 @@ from bufcore.persist.rlinf.layout import (
 from bufcore.persist.rlinf.payload import check_pickle_allowed, read_trajectory, write_fsynced
 from bufcore.persist.rlinf.store import TrajectoryStore
 from bufcore.rng import make_generator, undone_on_error
-from bufcore.sampling.chunk_window import ChunkDraw, ChunkWindow, SlidingWindowSampler
+from bufcore.sampling.chunk_window import (
+    ChunkDraw,
+    ChunkIndex,
+    ChunkWindow,
+    SlidingWindowSampler,
+    newest,
+)
 from bufcore.storage.trajectories import (
     Trajectory,
     TrajectoryRows,
@@ -78,6 +84,7 @@ from bufcore.tree import KeyPath, LeafSpec, Spec, unflatten
 # RLinf's defaults, also what ``bufcore inspect`` assumes for a directory's buffer.
 DEFAULT_CACHE_SIZE = 5
 DEFAULT_WINDOW = 100
+_CPU = torch.device("cpu")
 
 
 class TrajectoryReplayBuffer:
@@ -314,26 +321,56 @@ class TrajectoryReplayBuffer:
         store.publish(self._order, len(self._order), self._metadata())
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, num_chunks: int) -> dict[str, Any]:
+    def sample(
+        self, num_chunks: int, *, generator: torch.Generator | None = None
+    ) -> dict[str, Any]:
         """``num_chunks`` rows drawn uniformly, with replacement, from the rows of the newest
         ``sample_window_size`` trajectories: a nested dict of ``[num_chunks, ...]`` tensors
-        keyed as :attr:`spec` (on the CPU).
+        keyed as :attr:`spec` (on the CPU): the rows :meth:`sample_index` names.
+
+        Args:
+            num_chunks: Rows to draw.
+            generator: Draw from this CPU generator instead of the buffer's own, whose stream
+                then stays where it was (the dashboard's Sampling lab reproduces a draw so).
 
         Raises:
             RuntimeError: the buffer is empty (RLinf's message).
-            TypeError: ``num_chunks`` is not an int.
-            ValueError: ``num_chunks < 1``.
+            TypeError: ``num_chunks`` is not an int, or ``generator`` no ``torch.Generator``.
+            ValueError: ``num_chunks < 1``, or ``generator`` not on the CPU.
             CorruptCheckpointError: a trajectory file read for it is missing or damaged.
             MemoryError: the output cannot be allocated (the generator is set back).
         """
-        spec = self._spec
-        if self._total_samples == 0 or spec is None:
+        count, chosen, window = self._draw_setup(num_chunks, generator)
+        spec = cast(Spec, self._spec)  # rows held, so a spec is known
+        with undone_on_error(chosen, argument="num_chunks"):
+            draw = self._sampler.draw(window, count, chosen)
+            return unflatten(self._gather(window, draw, spec))
+
+    def sample_index(
+        self, num_chunks: int, *, generator: torch.Generator | None = None
+    ) -> ChunkIndex:
+        """Which trajectory and row each of :meth:`sample`'s rows comes from, drawn as it
+        draws (the generator advances as :meth:`sample` advances it); no file is read.
+
+        Raises:
+            RuntimeError, TypeError, ValueError: as :meth:`sample`.
+        """
+        count, chosen, window = self._draw_setup(num_chunks, generator)
+        return ChunkIndex.of(window, self._sampler.draw(window, count, chosen))
+
+    def _draw_setup(
+        self, num_chunks: int, generator: torch.Generator | None
+    ) -> tuple[int, torch.Generator, ChunkWindow]:
+        """The checked count, the generator a draw uses and the window it draws from.
+
+        Raises:
+            RuntimeError, TypeError, ValueError: as :meth:`sample`.
+        """
+        if self._total_samples == 0 or self._spec is None:
             raise RuntimeError("Cannot sample from an empty buffer.")
         count = check_int(num_chunks, "num_chunks", minimum=1)
-        window = self._sampler.window(self._version, self._newest)
-        with undone_on_error(self._generator, argument="num_chunks"):
-            draw = self._sampler.draw(window, count, self._generator)
-            return unflatten(self._gather(window, draw, spec))
+        chosen = self._generator if generator is None else check_generator(generator, _CPU)
+        return count, chosen, self._sampler.window(self._version, self._newest)
 
     def sample_chunks(self, num_chunks: int) -> dict[str, Any]:
         """:meth:`sample` (RLinf's name for it)."""
@@ -341,8 +378,7 @@ class TrajectoryReplayBuffer:
 
     def _newest(self, count: int) -> list[tuple[int, int]]:
         """The newest ``count`` trajectories (all for 0) as ``(id, rows)``, oldest first."""
-        chosen = self._order[-count:] if count else self._order
-        return [(e.trajectory_id, e.num_samples) for e in chosen]
+        return [(e.trajectory_id, e.num_samples) for e in newest(self._order, count)]
 
     def _window_slots(self, window: ChunkWindow) -> torch.Tensor:
         """The cache slot of each trajectory of ``window`` (-1: not cached)."""
@@ -397,7 +433,7 @@ class TrajectoryReplayBuffer:
         self._raise_failure()  # its write may have failed
         data = store.read(entry)
         where = store.directory / entry.file_name(self._format)
-        return _checked_rows(entry, data, where, self._spec).rows
+        return checked_rows(entry, data, where, self._spec).rows
 
     # ------------------------------------------------------------------ writing and failures
     def flush(self) -> None:
@@ -659,7 +695,7 @@ class TrajectoryReplayBuffer:
         for entry in chosen:
             name = entry.file_name(fmt)
             data = read_trajectory(saved.path, name, fmt, allow_pickle=self._allow_pickle)
-            rows = _checked_rows(entry, data, saved.path / name, spec)
+            rows = checked_rows(entry, data, saved.path / name, spec)
             spec = spec or rows.spec
             if cache is not None:
                 cache.put(entry.trajectory_id, rows.rows, rows.count)
@@ -683,11 +719,11 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _checked_rows(
+def checked_rows(
     entry: IndexEntry, data: Any, where: Path, spec: Spec | None
 ) -> TrajectoryRows:
     """The rows of the trajectory a file (``where``) holds, checked against its index entry
-    and ``spec``.
+    and ``spec`` (the loads' check, and :func:`bufcore.runs.rlinf_view.read_rlinf_trajectory`'s).
 
     Raises:
         CorruptCheckpointError: the content is no trajectory, or it disagrees with the index

@@ -10,8 +10,7 @@ A path may be (checked in this order):
   (``checkpoint/buffers/<name>/`` beside BFM-Zero's own ``config.json`` files,
   ``train_status.json`` and ``model/``; other files ignored);
 - an RLinf buffer directory (``metadata.json`` and ``trajectory_index.json``), summarized by
-  :mod:`bufcore.runs.rlinf_summary` (for :func:`inspect_path` only: it is no source kind the
-  dashboard lists, yet).
+  :mod:`bufcore.runs.rlinf_summary` (only when it is none of the above).
 
 Everything is read through :mod:`bufcore.runs.summary` (no rows are read, but for a prioritized
 sampler's priorities, 8 bytes a row, for their quantiles); this module only
@@ -76,8 +75,8 @@ class Inspection:
 
     Attributes:
         path: The path inspected.
-        kind: ``"buffer checkpoint"``, ``"run checkpoint"``, ``"run directory"`` or
-            ``"BFM-Zero work directory"``.
+        kind: ``"buffer checkpoint"``, ``"run checkpoint"``, ``"run directory"``,
+            ``"BFM-Zero work directory"`` or ``"RLinf buffer directory"``.
         buffers: ``(name, summary)`` of each buffer checkpoint, by name (``train/rank_1``
             for a rank's buffer of a checkpoint saved by several ranks).
         run: run.json's summary, or None when there is none.
@@ -121,7 +120,7 @@ def inspect_path(path: str | os.PathLike[str], *, verify: bool = False) -> Inspe
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a directory; {_WHAT}")
     kind = source_kind(root)
-    if kind is None and is_rlinf_directory(root):
+    if kind == RLINF_DIRECTORY:
         return Inspection(root, RLINF_DIRECTORY, (), rlinf=summarize_rlinf_directory(root))
     if kind is None:
         raise ValueError(f"{root}: {_WHAT}")
@@ -148,9 +147,8 @@ def source_kind(path: Path) -> str | None:
 
     Returns:
         :data:`BUFFER_CHECKPOINT`, :data:`RUN_CHECKPOINT`, :data:`RUN_DIRECTORY`,
-        :data:`BFM_ZERO_WORKDIR`, or None when it is none of them (or not a directory). An
-        RLinf buffer directory is none of these sources (the dashboard does not list it);
-        :func:`inspect_path` recognises it by :func:`is_rlinf_directory`.
+        :data:`BFM_ZERO_WORKDIR`, :data:`RLINF_DIRECTORY` (:func:`is_rlinf_directory`, when
+        it is none of the others), or None when it is none of them (or not a directory).
     """
     if not path.is_dir():
         return None
@@ -163,7 +161,9 @@ def source_kind(path: Path) -> str | None:
     has_metrics = _exists(path / METRICS_FILE)
     if has_metrics or (has_checkpoint and _exists(checkpoint / RUN_STATE)):
         return RUN_DIRECTORY
-    return BFM_ZERO_WORKDIR if has_checkpoint else None
+    if has_checkpoint:
+        return BFM_ZERO_WORKDIR
+    return RLINF_DIRECTORY if is_rlinf_directory(path) else None
 
 
 def is_buffer_checkpoint(path: Path) -> bool:

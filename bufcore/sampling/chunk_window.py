@@ -22,10 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 from bufcore.checks import MAX_COUNT, check_int
+
+_Item = TypeVar("_Item")
+
+
+def newest(items: Sequence[_Item], window_size: int) -> Sequence[_Item]:
+    """The newest ``window_size`` of ``items`` (oldest first), all of them for 0: the
+    trajectories a window of that size samples from (the buffer's index and the dashboard's
+    read of a directory's index both take their window here)."""
+    return items[-window_size:] if window_size else items
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,21 @@ class ChunkDraw:
 
     position: torch.Tensor
     local: torch.Tensor
+
+
+@dataclass(frozen=True)
+class ChunkIndex:
+    """Where a draw reads, by trajectory: ``trajectory_id`` (int64 ``[count]``) and ``row``
+    (int64 ``[count]``: the flat row ``t * B + b`` of that trajectory)."""
+
+    trajectory_id: torch.Tensor
+    row: torch.Tensor
+
+    @classmethod
+    def of(cls, window: ChunkWindow, draw: ChunkDraw) -> ChunkIndex:
+        """The ids and rows ``draw`` names in ``window``."""
+        ids = torch.tensor(window.ids, dtype=torch.int64)
+        return cls(ids[draw.position], draw.local.clone())
 
 
 def locate(window: ChunkWindow, rows: torch.Tensor) -> ChunkDraw:

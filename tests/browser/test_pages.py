@@ -10,7 +10,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+import torch
 
+from bufcore import Trajectory, TrajectoryReplayBuffer
 from tests.browser.conftest import SCREENSHOTS, serve
 from tests.replay_support import REPLAY_BUFFERS, write_replay_run
 
@@ -236,5 +238,68 @@ def test_resample_on_the_replay_page_puts_the_next_seed_in_the_link(
         assert tab.locator(EXCEPTION).count() == 0
         assert "Seed 3:" in tab.inner_text("body")
         screenshot(tab, "replay-windows-resampled")
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def rlinf_url(chromium_path: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The dashboard on an RLinf buffer directory written by bufcore's TrajectoryReplayBuffer."""
+    path = tmp_path_factory.mktemp("browser-rlinf") / "rlinf"
+    rb = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(path))
+    generator = torch.Generator().manual_seed(0)
+    rb.add_trajectories([
+        Trajectory(model_weights_id=f"step_{i // 10}", rewards=torch.randn(16, 4),
+                   dones=torch.rand(17, 4, generator=generator) < 0.1,
+                   curr_obs={"state": torch.randn(16, 4, 3)})
+        for i in range(40)
+    ])
+    rb.close()
+    with serve(path) as url:
+        yield url
+
+
+# The RLinf views: what each page shows of an RLinf directory.
+RLINF_SHOWS = {
+    "": "Healthy",
+    "trajectories": "Reading 20 of 40 trajectory files",
+    "sampling_lab": "Seed 0: 256 rows",
+    "fifo": "Trajectories indexed",
+}
+
+
+@pytest.mark.parametrize("path", list(RLINF_SHOWS), ids=lambda p: p or "overview")
+def test_every_rlinf_view_opens_an_rlinf_directory(
+    browser: Any, rlinf_url: str, path: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(rlinf_url + path)
+        settle(tab)
+        screenshot(tab, f"rlinf-{path or 'overview'}")
+        assert tab.locator(EXCEPTION).count() == 0
+        assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
+        text = tab.locator('[data-testid="stMain"]').inner_text()
+        assert RLINF_SHOWS[path] in text.replace("\n", " ")
+    finally:
+        context.close()
+
+
+def test_resample_on_an_rlinf_directory_puts_the_next_seed_in_the_link(
+    browser: Any, rlinf_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(rlinf_url + "sampling_lab?lab_seed=2")
+        settle(tab)
+        tab.get_by_role("button", name="Resample").click()
+        tab.wait_for_url(re.compile(r"lab_seed=3"))
+        settle(tab)
+        assert tab.locator(EXCEPTION).count() == 0
+        assert "manual_seed(3)" in tab.locator('[data-testid="stCode"]').first.inner_text()
     finally:
         context.close()

@@ -40,7 +40,7 @@ def directory(tmp_path: Path) -> Path:
 def test_a_directory_with_both_json_files_is_an_rlinf_buffer_directory(directory: Path) -> None:
     assert is_rlinf_directory(directory)
     assert inspect_path(directory).kind == RLINF_DIRECTORY
-    assert source_kind(directory) is None  # not (yet) a source the dashboard lists
+    assert source_kind(directory) == RLINF_DIRECTORY  # a source the dashboard lists
     (directory / "metadata.json").unlink()
     assert not is_rlinf_directory(directory)
     with pytest.raises(ValueError, match="or an RLinf buffer directory"):

@@ -728,7 +728,7 @@ def slope_bytes(rows: list[dict[str, Any]], key: str) -> float | None:
     if high["trajectories"] == low["trajectories"]:
         return None
     grown = float(high[key]) - float(low[key])
-    return grown * MIB / (high["trajectories"] - low["trajectories"])
+    return grown * MIB / int(high["trajectories"] - low["trajectories"])
 
 
 def render(results: RlinfResults) -> str:

@@ -51,6 +51,7 @@ DictBuffer >= 0.5. Ratios divide medians over processes of the same run.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import gc
@@ -495,6 +496,17 @@ def _cache_bytes(buffer: Any) -> int:
     return total
 
 
+def _malloc_trim() -> bool:
+    """Hand glibc's free memory back to the system (``malloc_trim(0)``); False where there is
+    no glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    libc.malloc_trim(0)
+    return True
+
+
 def memory_child(spec: RlinfSpec, scratch: Path) -> tuple[str, dict[str, Any]]:
     """``memory`` (see the module docstring)."""
     version, buffer_cls, trajectory_cls = _classes(spec)
@@ -520,12 +532,16 @@ def memory_child(spec: RlinfSpec, scratch: Path) -> tuple[str, dict[str, Any]]:
     traced, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss = _status_kib("VmRSS")
+    # What of that growth is memory glibc keeps after it was freed (the write queue's peak):
+    # a diagnostic, measured after the figure above.
+    trimmed = _status_kib("VmRSS") if _malloc_trim() else rss
     disk = sum(p.stat().st_size for p in _files(scratch / "buffer"))
     held = len(buffer)
     return version, {
         "trajectories": held,
         "rss_mib": rss / 1024,
         "rss_growth_mib": (rss - rss_before) / 1024,
+        "rss_growth_trimmed_mib": (trimmed - rss_before) / 1024,
         "traced_mib": traced / MIB,
         "traced_peak_mib": traced_peak / MIB,
         "cache_mib": _cache_bytes(buffer) / MIB,
@@ -743,11 +759,11 @@ def render(results: RlinfResults) -> str:
         f"write: {cfg.write_trajectories} per block x {cfg.write_blocks} blocks; sample(1024) "
         f"from a window of {cfg.window}; 1-min load average {min(loads):.1f}-{max(loads):.1f}, "
         f"median {statistics.median(loads):.1f})",
-        "| op | implementation | unit | median | worst | bufcore / this | target |",
-        "|---|---|---|---|---|---|---|",
     ]
-    ops = [WRITE, CACHED, COLD, COLD_DISK]
-    for op in ops:
+    if results.stats:
+        lines += ["| op | implementation | unit | median | worst | bufcore / this | target |",
+                  "|---|---|---|---|---|---|---|"]
+    for op in (WRITE, CACHED, COLD, COLD_DISK):
         subjects = [s for (o, s) in results.stats if o == op]
         for subject in subjects:
             stats = results.stats[(op, subject)]
@@ -770,24 +786,26 @@ def render(results: RlinfResults) -> str:
             f"memory held with N trajectories [{small[0]}, {small[1]}] on disk (auto_save, "
             f"cache {MEMORY_CACHE}; RSS growth: since just before the buffer was made; Python "
             "heap: tracemalloc, which does not see tensors)",
-            "| implementation | N | on disk MiB | RSS MiB | RSS growth MiB | Python heap MiB | "
-            "cache MiB | add+flush s |",
-            "|---|---|---|---|---|---|---|---|",
+            "| implementation | N | on disk MiB | RSS MiB | RSS growth MiB | after malloc_trim "
+            "MiB | Python heap MiB | cache MiB | add+flush s |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for item in sorted(results.memory, key=lambda r: (r["implementation"],
                                                           r["trajectories"])):
             lines.append(
                 f"| {item['implementation']} | {item['trajectories']:,} | "
                 f"{item['disk_mib']:,.1f} | {item['rss_mib']:,.1f} | "
-                f"{item['rss_growth_mib']:,.1f} | {item['traced_mib']:,.2f} | "
+                f"{item['rss_growth_mib']:,.1f} | {item['rss_growth_trimmed_mib']:,.1f} | "
+                f"{item['traced_mib']:,.2f} | "
                 f"{item['cache_mib']:,.2f} | {item['seconds']:,.1f} |"
             )
         for name in IMPLEMENTATIONS[MEMORY]:
             rows = [r for r in results.memory if r["implementation"] == name]
             heap, rss = slope_bytes(rows, "traced_mib"), slope_bytes(rows, "rss_growth_mib")
-            if heap is not None and rss is not None:
+            trimmed = slope_bytes(rows, "rss_growth_trimmed_mib")
+            if heap is not None and rss is not None and trimmed is not None:
                 lines.append(f"{name}: per trajectory on disk, Python heap {heap:,.0f} B, RSS "
-                             f"{rss:,.0f} B")
+                             f"{rss:,.0f} B ({trimmed:,.0f} B after malloc_trim)")
     for name, reason in results.skipped.items():
         lines.append(f"{name}: skipped: {reason}")
     for name, version in sorted(results.versions.items()):

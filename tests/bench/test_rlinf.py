@@ -108,7 +108,8 @@ def test_the_memory_child_reports_rss_heap_cache_and_disk(tmp_path: Path) -> Non
     child = rlinf.measure(tiny(MEMORY, BUFCORE, tmp_path, trajectories=60))
     memory = child["memory"]
     assert memory["trajectories"] == 60
-    assert set(memory) == {"trajectories", "rss_mib", "rss_growth_mib", "traced_mib",
+    assert set(memory) == {"trajectories", "rss_mib", "rss_growth_mib",
+                           "rss_growth_trimmed_mib", "traced_mib",
                            "traced_peak_mib", "cache_mib", "disk_mib", "seconds"}
     row = rlinf.row_bytes(8) * 4 * 3
     assert memory["cache_mib"] * 2**20 == rlinf.MEMORY_CACHE * row
@@ -216,7 +217,8 @@ def fake_child(spec: RlinfSpec) -> dict[str, Any]:
     if spec.op == MEMORY:
         n = spec.trajectories
         return {**base, "memory": {"trajectories": n, "rss_mib": 100 + n / 2**10,
-                                   "rss_growth_mib": n / 2**10, "traced_mib": n / 2**11,
+                                   "rss_growth_mib": n / 2**10,
+                                   "rss_growth_trimmed_mib": n / 2**12, "traced_mib": n / 2**11,
                                    "traced_peak_mib": 1.0, "cache_mib": 0.5,
                                    "disk_mib": n * 0.125, "seconds": 0.1}}
     made = [
@@ -258,7 +260,8 @@ def test_the_report_divides_medians_and_states_each_target(checkout: Path, tmp_p
     assert "target: sample (cached) bufcore / DictBuffer = 0.60x (met >= 0.5x)" in text
     assert f"| {COLD_DISK} | {RAW_READ} | MB/s | 2,000 | 2,000 | 0.25x |  |" in text
     # 2048 more trajectories: 2 MiB more RSS, 1 MiB more heap -> 1024 and 512 bytes each.
-    assert "bufcore: per trajectory on disk, Python heap 512 B, RSS 1,024 B" in text
+    assert ("bufcore: per trajectory on disk, Python heap 512 B, RSS 1,024 B (256 B after "
+            "malloc_trim)") in text
     payload = results.to_json()
     by_pair = {(r["op"], r["against"]): r for r in payload["ratios"]}
     assert by_pair[(WRITE, RAW_WRITE)]["met"] is False

@@ -9,13 +9,16 @@ the disk) and ``trajectory`` (window indices and windows with ``next``,
 reads and writes, fresh processes) and ``prioritized`` (:mod:`bench.prioritized_headline`:
 prioritized replay's sample + update against torchrl, cpprb and ``torch.multinomial``, fresh
 processes) and ``memmap`` (:mod:`bench.memmap`: a file-backed DictBuffer past RAM against torchrl's
-``LazyMemmapStorage``, fresh processes) run only when asked for with ``--only``.
+``LazyMemmapStorage``, fresh processes) and ``rlinf`` (:mod:`bench.rlinf`: the RLinf disk
+trajectory buffer's writes, samples and memory against the raw disk, a DictBuffer and RLinf's own
+code, fresh processes) run only when asked for with ``--only``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +29,7 @@ from bench import (
     memmap,
     persist_engine,
     prioritized_headline,
+    rlinf,
     trajectory,
 )
 from bench.headline import HeadlineConfig
@@ -36,7 +40,7 @@ from bench.trajectory import TrajectoryConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTS = ("headline", "transition", "trajectory")
-ON_REQUEST = ("persist-engine", "prioritized", "memmap")
+ON_REQUEST = ("persist-engine", "prioritized", "memmap", "rlinf")
 
 
 def positive_int(text: str) -> int:
@@ -209,6 +213,38 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     mm.add_argument(
         "--memmap-json", type=Path, default=RESULTS / "memmap.json", help="memmap JSON file"
     )
+    rl = parser.add_argument_group("rlinf part (fresh processes; files under --tmp-dir)")
+    rl.add_argument(
+        "--rlinf-rounds", type=positive_int, help="processes per implementation (default 3; "
+        "--quick 2)"
+    )
+    rl.add_argument(
+        "--rlinf-shape",
+        type=positive_int,
+        nargs=2,
+        metavar=("T", "B"),
+        help="steps and envs of each trajectory (default: 64 64; --quick 16 16)",
+    )
+    rl.add_argument(
+        "--rlinf-window",
+        type=positive_int,
+        help="trajectories in the sampled window (default 100; --quick 20)",
+    )
+    rl.add_argument(
+        "--rlinf-memory-sizes",
+        type=positive_int,
+        nargs="+",
+        help="trajectories on disk of the memory rows (default: 100 1000 4000; --quick 50 200)",
+    )
+    rl.add_argument(
+        "--rlinf-mirror",
+        type=Path,
+        help=f"RLinf's repository, a git directory or a checkout (default: ${rlinf.MIRROR_ENV} "
+        f"or {rlinf.DEFAULT_MIRROR}); its rows are skipped when it is absent",
+    )
+    rl.add_argument(
+        "--rlinf-json", type=Path, default=RESULTS / "rlinf.json", help="rlinf JSON file"
+    )
     traj = parser.add_argument_group("trajectory part")
     traj.add_argument(
         "--traj-capacity",
@@ -315,6 +351,25 @@ def memmap_config_from(args: argparse.Namespace) -> memmap.MemmapConfig:
     )
 
 
+def rlinf_config_from(args: argparse.Namespace) -> rlinf.RlinfConfig:
+    """Defaults depend on ``--quick``; explicit options win."""
+    quick = bool(args.quick)
+    steps, envs = args.rlinf_shape or ((16, 16) if quick else (64, 64))
+    mirror = args.rlinf_mirror or os.environ.get(rlinf.MIRROR_ENV) or rlinf.DEFAULT_MIRROR
+    return rlinf.RlinfConfig(
+        steps=steps,
+        envs=envs,
+        write_trajectories=8 if quick else 32,
+        window=args.rlinf_window or (20 if quick else 100),
+        blocks=3 if quick else 5,
+        memory_sizes=tuple(args.rlinf_memory_sizes or ((50, 200) if quick else (100, 1000, 4000))),
+        rounds=args.rlinf_rounds or (2 if quick else 3),
+        scratch=str(args.tmp_dir / "rlinf"),
+        mirror=str(mirror),
+        threads=args.threads[0],
+    )
+
+
 def trajectory_config_from(args: argparse.Namespace) -> TrajectoryConfig:
     """Defaults depend on ``--quick``; explicit options win."""
     quick = bool(args.quick)
@@ -364,6 +419,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(memmap.render(mm_results), flush=True)
         write_with_machine(args.memmap_json, mm_results.to_json())
         print(f"wrote {args.memmap_json}", flush=True)
+        return 0
+    if parts == ("rlinf",):
+        rl_results = rlinf.run(rlinf_config_from(args))
+        print(rlinf.render(rl_results), flush=True)
+        write_with_machine(args.rlinf_json, rl_results.to_json())
+        print(f"wrote {args.rlinf_json}", flush=True)
         return 0
     # The headline first, before this process allocates anything (its children start fresh).
     if "headline" in parts:

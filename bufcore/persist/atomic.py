@@ -140,7 +140,11 @@ def resolve_destination(path: str | os.PathLike[str]) -> Path:
 
 
 def publish_file(
-    path: str | os.PathLike[str], write: Callable[[Path], None], *, remove_stale: bool = True
+    path: str | os.PathLike[str],
+    write: Callable[[Path], None],
+    *,
+    remove_stale: bool = True,
+    sync_parent: bool = True,
 ) -> None:
     """Run ``write(staging)`` to create a file beside ``path``, then rename it over ``path``.
 
@@ -151,6 +155,12 @@ def publish_file(
     directory: a writer that publishes many files into one directory (the disk trajectory
     buffer) would pay for every file already there on each write, and removes dead writers'
     leftovers by its own call instead (``bufcore.persist.rlinf.directory.orphans``).
+
+    ``sync_parent=False`` skips the fsync of the parent directory after the rename: the file's
+    content is on disk, but the rename survives a crash only once something fsyncs that
+    directory. For a writer that publishes many files and then a file naming them (the disk
+    trajectory buffer's index, whose directory is fsynced before the index is renamed), one
+    directory fsync per index replaces one per file.
 
     Raises:
         ValueError: ``path`` is empty (``""``).
@@ -176,7 +186,8 @@ def publish_file(
     except BaseException:
         staging.unlink(missing_ok=True)
         raise
-    fsync_path(parent, directory=True)
+    if sync_parent:
+        fsync_path(parent, directory=True)
 
 
 def publish_directory(

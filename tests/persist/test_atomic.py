@@ -226,3 +226,22 @@ def test_move_aside_takes_the_next_free_name_and_never_replaces_one(tmp_path: Pa
 def test_move_aside_of_nothing_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="missing"):
         move_aside(tmp_path / "missing", "old")
+
+
+@pytest.mark.parametrize(("sync_parent", "directory_synced"), [(True, True), (False, False)])
+def test_publish_file_fsyncs_the_parent_directory_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync_parent: bool, directory_synced: bool
+) -> None:
+    synced: list[tuple[Path, bool]] = []
+    real = atomic.fsync_path
+
+    def recording(path: Path, *, directory: bool = False) -> None:
+        synced.append((path, directory))
+        real(path, directory=directory)
+
+    monkeypatch.setattr(atomic, "fsync_path", recording)
+    atomic.publish_file(tmp_path / "f", lambda staging: staging.write_bytes(b"x"),
+                        sync_parent=sync_parent)
+    assert (tmp_path / "f").read_bytes() == b"x"
+    expected = [False, True] if directory_synced else [False]  # the staging file, the parent
+    assert [directory for _, directory in synced] == expected

@@ -152,6 +152,10 @@ def publish_index(directory: Path, entries: Sequence[IndexEntry], metadata: Meta
     metadata, so a directory with an index always has a metadata.json too. A crash in between
     leaves metadata counts ahead of the index, which a load does not trust (it counts the
     index, and gives out ids past both).
+
+    Publishing metadata.json fsyncs the directory after its rename, so every trajectory file
+    renamed into it before (whose publish leaves the directory unsynced) is durably in place
+    before the index is renamed.
     """
     publish_json(directory, METADATA, metadata_bytes(metadata))
     publish_json(directory, INDEX, index_bytes(entries))

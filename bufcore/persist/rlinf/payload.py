@@ -68,9 +68,14 @@ def publish_trajectory(path: Path, data: dict[str, Any], trajectory_format: Form
 
     Staging entries a killed writer leaves are not looked for here (that would scan the whole
     directory on every write); :func:`bufcore.persist.rlinf.directory.orphans` finds them.
+    The directory is not fsynced here: the index publish that follows the file, and the only
+    one that may name it, fsyncs it first (:func:`bufcore.persist.rlinf.directory.
+    publish_index`), so the rename is durable before any index naming the file is. One
+    directory fsync per index instead of one per file: 3-6 ms per file on this machine's
+    disk, 10-20% of writing a [64, 64] trajectory.
     """
     publish_file(path, lambda staging: write_file(staging, data, trajectory_format),
-                 remove_stale=False)
+                 remove_stale=False, sync_parent=False)
 
 
 def write_fsynced(path: Path, data: dict[str, Any], trajectory_format: Format) -> None:

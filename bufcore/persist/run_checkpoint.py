@@ -7,6 +7,7 @@ Layout (DESIGN §3 "Runs"), BFM-Zero's ``checkpoint/`` with the run state beside
     │   ├── train/    a buffer checkpoint directory each (config.json, buffer.hdf5, ...)
     │   ├── expert/
     │   └── z/
+    ├── loop/         a training loop's own state per rank, when it saves one (rank_0.hdf5, ...)
     └── run.json      {"format": "bufcore-run-checkpoint", "version": 1, "step": ..., ...}
 
 A run that keeps its earlier checkpoints puts each under ``RUN/checkpoints/step-<step>/`` (six
@@ -18,6 +19,9 @@ The whole directory is staged and swapped in with one rename (:mod:`bufcore.pers
 so a reader sees the previous checkpoint or the new one, never buffers from one save and run
 state from another. What ``run.json`` holds beyond ``format`` and ``version`` is the run's
 business (the demo writes its step, round, options, curriculum, TD-EMA and agent state).
+``loop/rank_<r>.hdf5`` holds what rank ``r``'s loop needs beyond that to resume exactly (its
+generators, environments, optimizers: :mod:`bufcore.persist.loop_state`); a checkpoint without
+it loads as before, and :func:`bufcore.resume` refuses it.
 
 Needed by (DESIGN rule 5): ``tests/persist/test_run_checkpoint.py`` (one directory published
 whole, replacing only a run checkpoint; README Guarantees).
@@ -34,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from bufcore.checks import check_int
-from bufcore.errors import CorruptCheckpointError
+from bufcore.errors import CorruptCheckpointError, NewerFormatError
 from bufcore.persist.atomic import publish_directory
 from bufcore.persist.checkpoint.format import parse_json, replaceable_checkpoint
+from bufcore.persist.loop_state import LOOP_DIR, EncodedLoopState, loop_file, write_loop_state
 from bufcore.persist.snapshot import CheckpointSnapshot
 from bufcore.persist.syscalls import fsync_path
 
@@ -52,6 +57,7 @@ TRAIN_STATUS = "train_status.json"
 # Earlier checkpoints a run keeps, RUN/checkpoints/step-000450/ (see keep_run_checkpoint).
 HISTORY_DIR = "checkpoints"
 _KEPT = re.compile(r"step-(?P<step>[0-9]{6,})")
+_LOOP_FILE = re.compile(r"rank_(0|[1-9][0-9]*)\.hdf5")
 
 
 def save_run_checkpoint(
@@ -59,6 +65,7 @@ def save_run_checkpoint(
     *,
     buffers: Mapping[str, Callable[[Path], None]],
     state: Mapping[str, Any],
+    loop: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> None:
     """Write a run checkpoint at ``path`` atomically.
 
@@ -67,11 +74,17 @@ def save_run_checkpoint(
         buffers: Buffer name -> a function saving that buffer to the directory it is given
             (``buffer.save``); each lands in ``buffers/<name>/``.
         state: JSON-ready run state for ``run.json`` (``format`` and ``version`` are added).
+        loop: Rank -> that rank's loop state (plain data whose leaves may be tensors: see
+            :class:`~bufcore.persist.loop_state.EncodedLoopState`), each written to
+            ``loop/rank_<r>.hdf5``; None writes no ``loop/`` (the checkpoint then cannot be
+            resumed by :func:`bufcore.resume`).
 
     Raises:
         ValueError: ``path`` is empty; a buffer name is not a plain directory name, or
-            ``state`` holds ``format``/``version`` or is not JSON-ready (checked before
-            anything is written).
+            ``state`` holds ``format``/``version`` or is not JSON-ready, or a rank is not an
+            int >= 0, or a loop state holds what a file cannot (checked before anything is
+            written).
+        TypeError: a loop state holds a value that is neither plain data nor a tensor.
         FileExistsError: ``path`` exists and is not a run checkpoint (it is left untouched).
     """
     for name in buffers:
@@ -84,10 +97,20 @@ def save_run_checkpoint(
         text = json.dumps({"format": RUN_FORMAT, "version": RUN_VERSION, **state}, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise ValueError(f"state: not plain JSON data ({err})") from None
+    loops = {}
+    for rank, loop_state in (loop or {}).items():
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+            raise ValueError(f"loop: expected ranks as ints >= 0, got {rank!r}")
+        loops[rank] = EncodedLoopState(loop_state)
 
     def write(staging: Path) -> None:
         for name, save in buffers.items():
             save(staging / BUFFERS / name)
+        if loops:
+            (staging / LOOP_DIR).mkdir()
+            for rank, encoded in loops.items():
+                write_loop_state(staging / LOOP_DIR / loop_file(rank), encoded)
+            fsync_path(staging / LOOP_DIR, directory=True)
         (staging / RUN_STATE).write_text(text + "\n", encoding="utf-8")
         fsync_path(staging / RUN_STATE)
 
@@ -98,11 +121,18 @@ def save_run_checkpoint(
 
 def replaceable_run_checkpoint(path: Path) -> bool:
     """Whether a save may replace the directory at ``path``: empty, or a run checkpoint that
-    holds nothing but ``run.json`` of this format and buffer checkpoints under ``buffers/``."""
+    holds nothing but ``run.json`` of this format, buffer checkpoints under ``buffers/`` and
+    loop states under ``loop/``."""
     entries = {entry.name: entry for entry in path.iterdir()}
     if not entries:
         return True
-    if set(entries) - {RUN_STATE, BUFFERS} or RUN_STATE not in entries:
+    if set(entries) - {RUN_STATE, BUFFERS, LOOP_DIR} or RUN_STATE not in entries:
+        return False
+    loops = entries.get(LOOP_DIR)
+    if loops is not None and (loops.is_symlink() or not loops.is_dir() or not all(
+        _LOOP_FILE.fullmatch(f.name) and not f.is_symlink() and f.is_file()
+        for f in loops.iterdir()
+    )):
         return False
     state_file, buffers = entries[RUN_STATE], entries.get(BUFFERS)
     if state_file.is_symlink() or not state_file.is_file():
@@ -132,11 +162,16 @@ def read_run_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         FileNotFoundError: ``path`` is not a directory.
         CorruptCheckpointError: ``run.json`` is missing, not a regular file, not a JSON object,
-            or of another format or version (the message names the field).
+            or of another format or version (the message names the field); a
+            :class:`~bufcore.errors.NewerFormatError` when its version is above this bufcore's.
     """
     with CheckpointSnapshot(Path(path)) as snapshot:
         where = snapshot.path / RUN_STATE
         state = parse_json(snapshot.read(RUN_STATE), where)
+    version = state.get("version")
+    if state.get("format") == RUN_FORMAT and _newer(version):
+        raise NewerFormatError(where, f"version {version}: this bufcore reads run checkpoints "
+                                      f"up to version {RUN_VERSION}; upgrade bufcore")
     for field, expected in (("format", RUN_FORMAT), ("version", RUN_VERSION)):
         found = state.get(field)
         if found != expected or isinstance(found, bool):
@@ -144,6 +179,10 @@ def read_run_state(path: str | os.PathLike[str]) -> dict[str, Any]:
                 where, f"run[{field!r}]: expected {expected!r}, got {found!r:.80}"
             )
     return state
+
+
+def _newer(version: Any) -> bool:
+    return isinstance(version, int) and not isinstance(version, bool) and version > RUN_VERSION
 
 
 def read_train_status(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -204,6 +243,26 @@ def keep_run_checkpoint(
 
     publish_directory(destination, write, replaceable=lambda _: False,
                       kind="kept run checkpoint", replace=False)
+
+
+def discard_kept_checkpoint(run_dir: str | os.PathLike[str], step: int) -> bool:
+    """Remove ``run_dir/checkpoints/step-<step>/`` if it is there; whether it was.
+
+    A run killed between keeping its checkpoint (:func:`keep_run_checkpoint`) and saving the
+    next leaves that copy behind; resumed from that checkpoint, the run keeps it again at its
+    next save, which would refuse to replace it.
+
+    Raises:
+        FileExistsError: the entry is not a run checkpoint (it is left alone).
+    """
+    kept = Path(run_dir) / HISTORY_DIR / kept_name(step)
+    if not kept.is_symlink() and not kept.exists():
+        return False
+    if kept.is_symlink() or not kept.is_dir() or not replaceable_run_checkpoint(kept):
+        raise FileExistsError(f"{kept}: not a kept run checkpoint; left alone")
+    shutil.rmtree(kept)
+    fsync_path(kept.parent, directory=True)
+    return True
 
 
 def _copy_durably(source: str, destination: str) -> None:

@@ -110,12 +110,14 @@ class DemoResult:
         mean_emd: Mean EMD over motions, one per evaluation round.
         last_emd: Motion id -> EMD of the last round.
         last_priority: Motion id -> the expert buffer's sampling probability at the end.
+        options: The run's options.
     """
 
     run_dir: Path
     mean_emd: list[float]
     last_emd: dict[int, float]
     last_priority: dict[int, float]
+    options: DemoOptions | None = None
 
 
 @contextmanager
@@ -374,6 +376,7 @@ class _Loop:
             last_emd=dict(last.emd),
             last_priority=dict(zip(self.expert.motion_ids, self.expert.priorities.tolist(),
                                    strict=True)),
+            options=self.options,
         )
 
     def mean_emd(self) -> list[float]:

@@ -100,7 +100,7 @@ def resume_demo(
         run_dir: The demo run directory.
         given: Options (by :class:`DemoOptions` field name) the caller asked for; each must
             equal the saved one.
-        progress: Shows progress; none by default.
+        progress: Shows progress (its total is set to the run's steps); none by default.
         clock: Wall-clock time for the log's ``time`` field (and ``--live`` pacing).
         sleep: How ``--live`` waits.
 
@@ -117,6 +117,8 @@ def resume_demo(
     resumed = resume(run)
     options = saved_options(resumed)
     check_same_options(options, given or {})
+    if progress is not None:
+        progress.total = options.steps
     check_complete(resumed, prioritized=options.prioritized, generators=GENERATORS)
     check_run_dir(run)
     check_memory(options)

@@ -163,10 +163,12 @@ class ValueFunction:
 
 def _train_state(weight: torch.Tensor, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     saved = optimizer.state_dict()
+    # Copies: torch's state_dict holds the live moments, which the next step changes in place.
     # JSON keys are strings; load turns them back into the parameter indices torch uses.
+    moments = {str(k): {name: v.clone() if isinstance(v, torch.Tensor) else v
+                        for name, v in entry.items()} for k, entry in saved["state"].items()}
     return {"weight": weight.detach().clone(),
-            "optimizer": {"state": {str(k): v for k, v in saved["state"].items()},
-                          "param_groups": saved["param_groups"]}}
+            "optimizer": {"state": moments, "param_groups": saved["param_groups"]}}
 
 
 def _load_train_state(

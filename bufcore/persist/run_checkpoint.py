@@ -170,8 +170,8 @@ def read_run_state(path: str | os.PathLike[str]) -> dict[str, Any]:
         state = parse_json(snapshot.read(RUN_STATE), where)
     version = state.get("version")
     if state.get("format") == RUN_FORMAT and _newer(version):
-        raise NewerFormatError(where, f"version {version}: this bufcore reads run checkpoints "
-                                      f"up to version {RUN_VERSION}; upgrade bufcore")
+        raise NewerFormatError(where, f"run['version']: expected {RUN_VERSION}, got {version}: "
+                                      "written by a newer bufcore; upgrade bufcore to read it")
     for field, expected in (("format", RUN_FORMAT), ("version", RUN_VERSION)):
         found = state.get(field)
         if found != expected or isinstance(found, bool):

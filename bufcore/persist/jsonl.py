@@ -275,7 +275,8 @@ def _held_by_appender(fd: int) -> bool:
 
 def appender_holds(path: Path) -> bool:
     """Whether a :class:`LineAppender` (a running writer) has the file at ``path`` open; False
-    when there is no such file."""
+    when there is no such file. Needed by ``tests/runs/test_resume.py::
+    test_a_run_still_writing_its_log_is_not_resumed`` (a resume never cuts a live run's log)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:

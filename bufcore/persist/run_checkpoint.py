@@ -250,7 +250,8 @@ def discard_kept_checkpoint(run_dir: str | os.PathLike[str], step: int) -> bool:
 
     A run killed between keeping its checkpoint (:func:`keep_run_checkpoint`) and saving the
     next leaves that copy behind; resumed from that checkpoint, the run keeps it again at its
-    next save, which would refuse to replace it.
+    next save, which would refuse to replace it (``tests/runs/test_resume.py::
+    test_a_kept_copy_of_the_checkpoint_left_by_the_killed_run_is_replaced``).
 
     Raises:
         FileExistsError: the entry is not a run checkpoint (it is left alone).

@@ -114,7 +114,8 @@ def resume(
     """Read back everything a training loop needs from the latest checkpoint of ``run_dir``.
 
     The run must not be saving meanwhile (stop it first): a checkpoint replaced while it is
-    read is refused.
+    read is refused, since its pieces could come from two saves
+    (``tests/runs/test_resume_pieces.py::test_a_checkpoint_replaced_while_it_is_read_is_refused``).
 
     Args:
         run_dir: The run directory (holding ``checkpoint/``).

@@ -260,3 +260,21 @@ def test_a_checkpoint_without_its_step_is_refused_naming_it(tmp_path: Path) -> N
 def test_every_refusal_is_a_resume_error() -> None:
     for kind in (NotARunError, NoCheckpointError, NewerFormatError, MissingStateError):
         assert issubclass(kind, ResumeError)
+
+
+def test_a_checkpoint_replaced_while_it_is_read_is_refused(
+    saved: Saved, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bufcore.runs import resume as resume_module
+
+    real = resume_module._read
+
+    def racing(*args: Any) -> Any:
+        read = real(*args)
+        save_run_checkpoint(saved.run / "checkpoint", buffers={}, state={"step": 11},
+                            loop={0: {}})  # the run saved again meanwhile
+        return read
+
+    monkeypatch.setattr(resume_module, "_read", racing)
+    with pytest.raises(CorruptCheckpointError, match="replaced while it was read"):
+        bufcore.resume(saved.run)

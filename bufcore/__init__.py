@@ -4,8 +4,9 @@ Public surface: the buffer classes (DI-engine's ``NaiveReplayBuffer``, ``Advance
 and ``EpisodeReplayBuffer`` among them, with their ``IBuffer`` protocol; RLinf's disk-backed
 ``TrajectoryReplayBuffer`` and its ``Trajectory``) and the parts they are
 composed of (``Buffer``, the ``Sampler`` protocol and the samplers, ``PrioritizedSampler`` and
-its trees), the loaders, the EMD curriculum, the TD-error statistics and weights, and the
-errors bufcore raises on purpose. The subpackages hold the layers (README "Development").
+its trees), the loaders, the EMD curriculum, the TD-error statistics and weights, ``resume``
+(a run's latest checkpoint read back for its loop to continue), and the errors bufcore raises
+on purpose. The subpackages hold the layers (README "Development").
 
 Each name is imported on first use (``from bufcore import DictBuffer`` or ``bufcore.DictBuffer``),
 not by ``import bufcore`` itself: that keeps torch out of the way until something needs it, so
@@ -47,6 +48,11 @@ if TYPE_CHECKING:
         CorruptFileError,
         KeyPathError,
         LeafNotLoadedError,
+        MissingStateError,
+        NewerFormatError,
+        NoCheckpointError,
+        NotARunError,
+        ResumeError,
         StateError,
         WorldSizeError,
     )
@@ -55,6 +61,7 @@ if TYPE_CHECKING:
     from bufcore.persist.rlds_files import read_rlds_episodes
     from bufcore.runs.ranks import load_run_buffers, reshard_run_checkpoint, save_run_buffers
     from bufcore.runs.replay import ReplayTally
+    from bufcore.runs.resume import ResumedRun, generators_state, resume
     from bufcore.runs.runlog import RunLogger, read_metrics
     from bufcore.sampling.boundaries import find_start_stop_traj
     from bufcore.sampling.index import SampleIndex
@@ -119,6 +126,14 @@ _HOMES = {
     "load_run_buffers": "bufcore.runs.ranks",
     "reshard_run_checkpoint": "bufcore.runs.ranks",
     "save_run_buffers": "bufcore.runs.ranks",
+    "resume": "bufcore.runs.resume",
+    "ResumedRun": "bufcore.runs.resume",
+    "generators_state": "bufcore.runs.resume",
+    "ResumeError": "bufcore.errors",
+    "NotARunError": "bufcore.errors",
+    "NoCheckpointError": "bufcore.errors",
+    "NewerFormatError": "bufcore.errors",
+    "MissingStateError": "bufcore.errors",
 }
 
 __all__ = [
@@ -134,9 +149,15 @@ __all__ = [
     "KeyPathError",
     "LeafNotLoadedError",
     "MinTree",
+    "MissingStateError",
     "NaiveReplayBuffer",
+    "NewerFormatError",
+    "NoCheckpointError",
+    "NotARunError",
     "PrioritizedSampler",
     "ReplayTally",
+    "ResumeError",
+    "ResumedRun",
     "RingPosition",
     "Round",
     "RunLogger",
@@ -163,6 +184,7 @@ __all__ = [
     "emd_to_priorities",
     "expert_buffer_from_rlds",
     "find_start_stop_traj",
+    "generators_state",
     "get_rlds_step_features",
     "load_buffer",
     "load_episode_based_h5",
@@ -172,6 +194,7 @@ __all__ = [
     "read_metrics",
     "read_rlds_episodes",
     "reshard_run_checkpoint",
+    "resume",
     "save_episodes",
     "save_run_buffers",
 ]

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 # Light (no torch): the library itself is imported by build_parser and the commands.
 from bufcore import KeyPathError
@@ -44,6 +44,7 @@ examples:
   bufcore demo --out runs/demo --live --dashboard 8501   # what make demo runs
   bufcore demo --out runs/try --seed 3 --mode bin --steps 3000
   bufcore demo --out runs/per --prioritized --live --dashboard   # TD-prioritized replay
+  bufcore demo --resume runs/demo              # continue a stopped run from its checkpoint
 """
 
 
@@ -125,18 +126,18 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     demo.add_argument("--out", type=Path, default=Path("runs/demo"),
                       help="run directory (default runs/demo)")
-    demo.add_argument("--seed", type=int, default=defaults.seed, help="default 0")
-    demo.add_argument("--steps", type=_count, default=defaults.steps,
+    demo.add_argument("--seed", type=int, default=None, help="default 0")
+    demo.add_argument("--steps", type=_count, default=None,
                       help=f"env steps (default {defaults.steps})")
-    demo.add_argument("--motions", type=_count, default=defaults.motions,
+    demo.add_argument("--motions", type=_count, default=None,
                       help=f"expert motions (default {defaults.motions})")
-    demo.add_argument("--envs", type=_count, default=defaults.envs,
+    demo.add_argument("--envs", type=_count, default=None,
                       help=f"parallel envs (default {defaults.envs})")
-    demo.add_argument("--capacity", type=_count, default=defaults.capacity,
+    demo.add_argument("--capacity", type=_count, default=None,
                       help=f"time rows of the online buffer (default {defaults.capacity})")
-    demo.add_argument("--eval-every", type=_count, default=defaults.eval_every,
+    demo.add_argument("--eval-every", type=_count, default=None,
                       help=f"env steps per evaluation round (default {defaults.eval_every})")
-    demo.add_argument("--prioritized", action="store_true",
+    demo.add_argument("--prioritized", action="store_true", default=None,
                       help="draw the online buffer's windows by their TD errors (prioritized "
                       "replay, max over a window's rows) and log a 'replay' record every 25 "
                       "env steps")
@@ -145,19 +146,23 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
                       help="pace the run to last SECONDS (default 300) so a dashboard can "
                       "watch it grow")
     curriculum = demo.add_argument_group("curriculum (BFM-Zero's prioritization options)")
-    curriculum.add_argument("--mode", choices=PRIORITY_MODES, default=defaults.mode,
+    curriculum.add_argument("--mode", choices=PRIORITY_MODES, default=None,
                             help=f"EMD -> priority transform (default {defaults.mode})")
-    curriculum.add_argument("--min-val", type=_number, default=defaults.min_val,
+    curriculum.add_argument("--min-val", type=_number, default=None,
                             help=f"lower EMD clamp (default {defaults.min_val})")
-    curriculum.add_argument("--max-val", type=_number, default=defaults.max_val,
+    curriculum.add_argument("--max-val", type=_number, default=None,
                             help=f"upper EMD clamp (default {defaults.max_val})")
-    curriculum.add_argument("--scale", type=_number, default=defaults.scale,
+    curriculum.add_argument("--scale", type=_number, default=None,
                             help=f"multiplier after clamping (default {defaults.scale})")
     demo.add_argument("--nproc", type=_count, default=1, metavar="N",
                       help="run data-parallel on N CPU processes (spawned, gloo on the loopback "
                       "interface): envs split over ranks, gradients averaged, curriculum "
                       "gathered, TD-EMA all-reduced; every rank's buffers are checkpointed "
                       "under checkpoint/buffers/<name>/rank_<r>/ (default 1: one process)")
+    demo.add_argument("--resume", type=Path, default=None, metavar="RUN",
+                      help="continue the demo run RUN from its latest checkpoint to its last "
+                      "step (a run killed or stopped after a checkpoint); options given with it "
+                      "must equal the run's, and --out is not used")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.add_argument("--dashboard", type=_count, nargs="?", const=DASHBOARD_PORT, default=None,
                       metavar="PORT",
@@ -172,20 +177,22 @@ def demo_options(args: argparse.Namespace) -> DemoOptions:
     """The run's options from ``bufcore demo``'s arguments."""
     from bufcore.runs.demo import DemoOptions
 
-    return DemoOptions(
-        seed=args.seed,
-        steps=args.steps,
-        motions=args.motions,
-        envs=args.envs,
-        capacity=args.capacity,
-        eval_every=args.eval_every,
-        mode=args.mode,
-        min_val=args.min_val,
-        max_val=args.max_val,
-        scale=args.scale,
-        live_seconds=args.live,
-        prioritized=args.prioritized,
-    )
+    return DemoOptions(**given_options(args))
+
+
+# DemoOptions field -> bufcore demo's argument holding it (None there when not given).
+_DEMO_FLAGS = {
+    "seed": "seed", "steps": "steps", "motions": "motions", "envs": "envs",
+    "capacity": "capacity", "eval_every": "eval_every", "mode": "mode", "min_val": "min_val",
+    "max_val": "max_val", "scale": "scale", "live_seconds": "live", "prioritized": "prioritized",
+}
+
+
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`DemoOptions` fields given on ``bufcore demo``'s command line (a resumed run
+    checks them against its saved options; a new run takes the defaults for the rest)."""
+    return {field: getattr(args, flag) for field, flag in _DEMO_FLAGS.items()
+            if getattr(args, flag) is not None}
 
 
 def demo_arguments(out: Path, options: DemoOptions) -> list[str]:
@@ -208,6 +215,8 @@ def _demo(args: argparse.Namespace) -> int:
     from bufcore.runs.demo import run_demo
     from bufcore.runs.demo.progress import Progress
 
+    if args.resume is not None:
+        return _resume_demo(args)
     options = demo_options(args)
     if args.nproc > 1:
         return _demo_ranks(args, options)
@@ -239,6 +248,27 @@ def _demo_ranks(args: argparse.Namespace, options: DemoOptions) -> int:
           f"{time.monotonic() - started:.1f} s)")
     print(f"mean EMD per round: {' '.join(f'{v:.3f}' for v in curve)}")
     print(f"next: bufcore inspect {args.out}")
+    sys.stdout.flush()
+    return 0
+
+
+def _resume_demo(args: argparse.Namespace) -> int:
+    """``bufcore demo --resume RUN``: the run continued to its end, reported as a new one."""
+    from bufcore.runs.demo.progress import Progress
+    from bufcore.runs.demo.resume import resume_demo
+
+    if args.dashboard is not None:
+        raise ValueError("--dashboard: not with --resume; serve the run with bufcore dashboard "
+                         f"{args.resume} beside it")
+    started = time.monotonic()
+    progress = None if args.quiet else Progress(1)  # resume_demo sets the run's total
+    try:
+        result = resume_demo(args.resume, given=given_options(args), progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if result.options is not None:
+        _report(result, result.options, time.monotonic() - started)
     sys.stdout.flush()
     return 0
 

@@ -12,9 +12,14 @@
   leaf it did not load.
 - :class:`WorldSizeError`: a run checkpoint saved by one number of ranks was loaded by another;
   it names both and the reshard call.
+- :class:`ResumeError` and its kinds: a run cannot be resumed (:func:`bufcore.resume`):
+  :class:`NotARunError` (the directory is not a run), :class:`NoCheckpointError` (a run with no
+  checkpoint yet), :class:`NewerFormatError` (a file written by a newer bufcore) and
+  :class:`MissingStateError` (the checkpoint lacks a piece resuming needs).
 
 All of them subclass the built-in type a caller would catch for that fault (``ValueError`` or
-``KeyError``), so ``except ValueError`` keeps working.
+``KeyError``; ``FileNotFoundError`` for a run or checkpoint that is not there), so
+``except ValueError`` keeps working.
 """
 
 from __future__ import annotations
@@ -79,6 +84,40 @@ class LeafNotLoadedError(ValueError):
     def __init__(self, key_path: tuple[str, ...], message: str) -> None:
         self.key_path = key_path
         super().__init__(message)
+
+
+class ResumeError(Exception):
+    """A run cannot be resumed; the subclasses say why (catch this for all of them)."""
+
+
+class NotARunError(ResumeError, FileNotFoundError):
+    """The directory given as a run is missing, not a directory, or holds neither a run log
+    (``metrics.jsonl``) nor a run checkpoint."""
+
+
+class NoCheckpointError(ResumeError, FileNotFoundError):
+    """A run that has not published a run checkpoint yet (nothing to resume from)."""
+
+
+class NewerFormatError(ResumeError, CorruptCheckpointError):
+    """A checkpoint file of a format version above the one this bufcore reads (written by a
+    newer bufcore): it is refused rather than half understood."""
+
+    label = "checkpoint file from a newer bufcore"
+
+
+class MissingStateError(ResumeError, ValueError):
+    """A run checkpoint lacks a piece resuming needs (a rank's loop state, a buffer, the
+    step...): written by a bufcore from before resuming existed, or by a loop that does not
+    save it. Resuming without it would not continue the same run, so it is refused.
+
+    Attributes:
+        missing: The pieces that are missing, as the message names them.
+    """
+
+    def __init__(self, missing: list[str], problem: str) -> None:
+        self.missing = list(missing)
+        super().__init__(problem)
 
 
 def is_out_of_memory(err: BaseException) -> bool:

@@ -28,7 +28,9 @@ never torn, across a new run; README Guarantees); the cut-off of a half-failed w
 ``tests/persist/test_jsonl.py::test_a_write_that_fails_halfway_removes_the_part_written``; the
 line limit: ``::test_write_line_refuses_a_line_longer_than_readers_accept``; the shared lock an
 open appender holds (a torn last line is reported only once no writer has the file open):
-``tests/runs/test_runlog.py`` and ``tests/persist/test_jsonl.py``.
+``tests/runs/test_runlog.py`` and ``tests/persist/test_jsonl.py``; cutting a log back to a
+prefix in one rename (:func:`keep_prefix`, a resumed run drops what its killed predecessor logged
+past its checkpoint): ``tests/runs/test_resume.py`` (README "Resume a run").
 """
 
 from __future__ import annotations
@@ -269,3 +271,51 @@ def _held_by_appender(fd: int) -> bool:
         return True
     fcntl.flock(fd, fcntl.LOCK_UN)
     return False
+
+
+def appender_holds(path: Path) -> bool:
+    """Whether a :class:`LineAppender` (a running writer) has the file at ``path`` open; False
+    when there is no such file. Needed by ``tests/runs/test_resume.py::
+    test_a_run_still_writing_its_log_is_not_resumed`` (a resume never cuts a live run's log)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        return _held_by_appender(fd)
+    finally:
+        os.close(fd)
+
+
+def keep_prefix(path: Path, end: int) -> None:
+    """Replace the file at ``path`` by its first ``end`` bytes (whole lines) in one rename, so a
+    reader tailing it sees a new file and reads it again from the start.
+
+    Raises:
+        ValueError: ``end`` is negative, beyond the file, or does not follow a newline.
+        OSError: the file cannot be read or the copy written.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        size = os.fstat(fd).st_size
+        if end < 0 or end > size or (end > 0 and os.pread(fd, 1, end - 1) != b"\n"):
+            raise ValueError(f"end: {end} is not the end of a whole line of {path} ({size} bytes)")
+
+        def write(staging: Path) -> None:
+            out = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            try:
+                done = 0
+                while done < end:
+                    block = os.pread(fd, min(_BLOCK, end - done), done)
+                    if not block:
+                        raise OSError(f"{path}: shorter than {end} bytes while copied")
+                    view = memoryview(block)
+                    while view:  # a short write goes on where it stopped
+                        view = view[os.write(out, view):]
+                    done += len(block)
+            finally:
+                os.close(out)
+
+        publish_file(path, write)
+    finally:
+        os.close(fd)

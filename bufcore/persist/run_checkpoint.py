@@ -7,6 +7,7 @@ Layout (DESIGN §3 "Runs"), BFM-Zero's ``checkpoint/`` with the run state beside
     │   ├── train/    a buffer checkpoint directory each (config.json, buffer.hdf5, ...)
     │   ├── expert/
     │   └── z/
+    ├── loop/         a training loop's own state per rank, when it saves one (rank_0.hdf5, ...)
     └── run.json      {"format": "bufcore-run-checkpoint", "version": 1, "step": ..., ...}
 
 Saved by ``N > 1`` ranks (:func:`save_rank_checkpoint`, every rank of the group calls it), each
@@ -35,6 +36,9 @@ The whole directory is staged and swapped in with one rename (:mod:`bufcore.pers
 so a reader sees the previous checkpoint or the new one, never buffers from one save and run
 state from another. What ``run.json`` holds beyond ``format`` and ``version`` is the run's
 business (the demo writes its step, round, options, curriculum, TD-EMA and agent state).
+``loop/rank_<r>.hdf5`` holds what rank ``r``'s loop needs beyond that to resume exactly (its
+generators, environments, optimizers: :mod:`bufcore.persist.loop_state`); a checkpoint without
+it loads as before, and :func:`bufcore.resume` refuses it.
 
 Needed by (DESIGN rule 5): ``tests/persist/test_run_checkpoint.py`` (one directory published
 whole, replacing only a run checkpoint; README Guarantees); the staging shared by ranks and its
@@ -55,9 +59,10 @@ from typing import Any
 
 from bufcore import distributed
 from bufcore.checks import check_int
-from bufcore.errors import CorruptCheckpointError
+from bufcore.errors import CorruptCheckpointError, NewerFormatError
 from bufcore.persist.atomic import StagedDirectory, publish_directory
 from bufcore.persist.checkpoint.format import parse_json, replaceable_checkpoint
+from bufcore.persist.loop_state import LOOP_DIR, EncodedLoopState, loop_file, write_loop_state
 from bufcore.persist.snapshot import CheckpointSnapshot
 from bufcore.persist.syscalls import fsync_path
 
@@ -80,6 +85,7 @@ _RANK_DIR = re.compile(r"rank_(?P<rank>0|[1-9][0-9]*)")
 # run.json fields a save writes itself.
 _RESERVED = ("format", "version", WORLD_SIZE, REPLICATED)
 SaveTo = Callable[[Path], None]
+_LOOP_FILE = re.compile(r"rank_(0|[1-9][0-9]*)\.hdf5")
 
 
 def save_run_checkpoint(
@@ -87,6 +93,7 @@ def save_run_checkpoint(
     *,
     buffers: Mapping[str, SaveTo],
     state: Mapping[str, Any],
+    loop: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> None:
     """Write a run checkpoint at ``path`` atomically (one process, the one-rank layout).
 
@@ -95,15 +102,21 @@ def save_run_checkpoint(
         buffers: Buffer name -> a function saving that buffer to the directory it is given
             (``buffer.save``); each lands in ``buffers/<name>/``.
         state: JSON-ready run state for ``run.json`` (``format`` and ``version`` are added).
+        loop: Rank -> that rank's loop state (plain data whose leaves may be tensors: see
+            :class:`~bufcore.persist.loop_state.EncodedLoopState`), each written to
+            ``loop/rank_<r>.hdf5``; None writes no ``loop/`` (the checkpoint then cannot be
+            resumed by :func:`bufcore.resume`).
 
     Raises:
         ValueError: ``path`` is empty; a buffer name is not a plain directory name, or
             ``state`` holds ``format``/``version`` (or ``world_size``/``replicated``) or is
-            not JSON-ready (checked before anything is written).
+            not JSON-ready, or a rank is not an int >= 0, or a loop state holds what a file
+            cannot (checked before anything is written).
+        TypeError: a loop state holds a value that is neither plain data nor a tensor.
         FileExistsError: ``path`` exists and is not a run checkpoint (it is left untouched).
     """
     save_checkpoint_for_ranks(path, buffers={n: [save] for n, save in buffers.items()},
-                              state=state)
+                              state=state, loop=loop)
 
 
 def save_checkpoint_for_ranks(
@@ -112,6 +125,7 @@ def save_checkpoint_for_ranks(
     buffers: Mapping[str, Sequence[SaveTo]],
     state: Mapping[str, Any],
     replicated: Collection[str] = (),
+    loop: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> None:
     """Write, from one process, a run checkpoint of ``N`` ranks at ``path`` atomically.
 
@@ -122,10 +136,12 @@ def save_checkpoint_for_ranks(
             ``buffers/<name>/rank_<r>/`` and ``world_size`` into ``run.json``.
         state: JSON-ready run state for ``run.json``.
         replicated: Names of buffers every rank holds alike (recorded with ``N > 1``).
+        loop: Rank -> that rank's loop state, as :func:`save_run_checkpoint` writes it.
 
     Raises:
         ValueError: as :func:`save_run_checkpoint`; or buffers with different rank counts,
             none, or ``replicated`` naming a buffer not saved.
+        TypeError: a loop state holds a value that is neither plain data nor a tensor.
         FileExistsError: ``path`` exists and is not a run checkpoint (it is left untouched).
     """
     counts = {len(saves) for saves in buffers.values()}
@@ -134,11 +150,20 @@ def save_checkpoint_for_ranks(
                          f"{sorted(counts)}")
     world = counts.pop() if counts else 1
     text = _run_text(list(buffers), state, replicated, world)
+    loops = {}
+    for rank, loop_state in (loop or {}).items():
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+            raise ValueError(f"loop: expected ranks as ints >= 0, got {rank!r}")
+        loops[rank] = EncodedLoopState(loop_state)
 
     def write(staging: Path) -> None:
         for name, saves in buffers.items():
             for rank, save in enumerate(saves):
                 save(buffer_dir(staging, name, rank, world))
+        if loops:
+            (staging / LOOP_DIR).mkdir()
+            for rank, encoded in loops.items():
+                write_loop_state(staging / LOOP_DIR / loop_file(rank), encoded)
         _finish(staging, world, text)
 
     publish_directory(
@@ -152,6 +177,7 @@ def save_rank_checkpoint(
     buffers: Mapping[str, SaveTo],
     state: Mapping[str, Any],
     replicated: Collection[str] = (),
+    loop: Mapping[str, Any] | None = None,
 ) -> None:
     """Write a run checkpoint of every rank of the default process group at ``path``
     atomically; every rank calls it (a collective). Without a group, or with one rank, it is
@@ -172,29 +198,38 @@ def save_rank_checkpoint(
         replicated: Names of buffers every rank holds alike (an expert buffer): recorded in
             ``run.json`` so that resharding copies them instead of dealing their rows out.
             The same on every rank.
+        loop: This rank's loop state, written to ``loop/rank_<r>.hdf5`` (see
+            :func:`save_run_checkpoint`); every rank passes one, or none does.
 
     Raises:
         ValueError: as :func:`save_run_checkpoint`, or ranks passing different buffer names
-            or ``replicated`` (on every rank).
+            or ``replicated``, or some ranks a loop state and others none (on every rank).
+        TypeError: a loop state holds a value that is neither plain data nor a tensor (on
+            every rank).
         FileExistsError: ``path`` exists and is not a run checkpoint (on every rank).
         Exception: whatever a rank's save raised (the other ranks raise its type).
     """
     world, own = distributed.world_size(), distributed.rank()
     if world == 1:
         save_checkpoint_for_ranks(path, buffers={n: [save] for n, save in buffers.items()},
-                                  state=state, replicated=replicated)
+                                  state=state, replicated=replicated,
+                                  loop=None if loop is None else {0: loop})
         return
     text = ""
+    encoded: EncodedLoopState | None = None
 
     def plan() -> dict[str, Any]:
-        nonlocal text
+        nonlocal text, encoded
         text = _run_text(list(buffers), state, replicated, world)
-        return {"buffers": sorted(buffers), "replicated": sorted(replicated)}
+        encoded = None if loop is None else EncodedLoopState(loop)
+        return {"buffers": sorted(buffers), "replicated": sorted(replicated),
+                "loop": loop is not None}
 
     plans = distributed.all_gather_checked(plan)
     if any(other != plans[0] for other in plans):
         raise ValueError(
-            "buffers: every rank must save the same buffers and replicated names; got "
+            "buffers: every rank must save the same buffers and replicated names, and a loop "
+            "state on all ranks or none; got "
             + "; ".join(f"rank {r}: {p}" for r, p in enumerate(plans))
         )
     staged: StagedDirectory | None = None
@@ -205,6 +240,8 @@ def save_rank_checkpoint(
             return ""
         staged = StagedDirectory(path, replaceable=replaceable_run_checkpoint,
                                  kind="run checkpoint directory")
+        if plans[0]["loop"]:
+            (staged.path / LOOP_DIR).mkdir()
         return str(staged.path)
 
     try:
@@ -213,6 +250,8 @@ def save_rank_checkpoint(
         def stage() -> None:
             for name, save in buffers.items():
                 save(buffer_dir(staging, name, own, world))
+            if encoded is not None:
+                write_loop_state(staging / LOOP_DIR / loop_file(own), encoded)
 
         distributed.all_gather_checked(stage)
 
@@ -254,10 +293,10 @@ def _run_text(
 
 
 def _finish(staging: Path, world: int, text: str) -> None:
-    """Write run.json into ``staging`` and make the buffer directories' entries durable
-    (a buffer's own save fsyncs the directory it lands in, not the ones above it)."""
+    """Write run.json into ``staging`` and make the buffer and loop directories' entries
+    durable (a buffer's own save fsyncs the directory it lands in, not the ones above it)."""
     folders = [staging / BUFFERS, *(staging / BUFFERS).glob("*")] if world > 1 else []
-    for folder in folders:
+    for folder in [*folders, staging / LOOP_DIR]:
         if folder.is_dir():
             fsync_path(folder, directory=True)
     (staging / RUN_STATE).write_text(text + "\n", encoding="utf-8")
@@ -356,12 +395,19 @@ def _replaceable_buffer(path: Path) -> bool:
 
 def replaceable_run_checkpoint(path: Path) -> bool:
     """Whether a save may replace the directory at ``path``: empty, or a run checkpoint that
-    holds nothing but ``run.json`` of this format and buffer checkpoints under ``buffers/``
-    (one per buffer, or one per rank under ``buffers/<name>/rank_<r>/``)."""
+    holds nothing but ``run.json`` of this format, buffer checkpoints under ``buffers/`` (one
+    per buffer, or one per rank under ``buffers/<name>/rank_<r>/``) and loop states under
+    ``loop/``."""
     entries = {entry.name: entry for entry in path.iterdir()}
     if not entries:
         return True
-    if set(entries) - {RUN_STATE, BUFFERS} or RUN_STATE not in entries:
+    if set(entries) - {RUN_STATE, BUFFERS, LOOP_DIR} or RUN_STATE not in entries:
+        return False
+    loops = entries.get(LOOP_DIR)
+    if loops is not None and (loops.is_symlink() or not loops.is_dir() or not all(
+        _LOOP_FILE.fullmatch(f.name) and not f.is_symlink() and f.is_file()
+        for f in loops.iterdir()
+    )):
         return False
     state_file, buffers = entries[RUN_STATE], entries.get(BUFFERS)
     if state_file.is_symlink() or not state_file.is_file():
@@ -388,11 +434,16 @@ def read_run_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         FileNotFoundError: ``path`` is not a directory.
         CorruptCheckpointError: ``run.json`` is missing, not a regular file, not a JSON object,
-            or of another format or version (the message names the field).
+            or of another format or version (the message names the field); a
+            :class:`~bufcore.errors.NewerFormatError` when its version is above this bufcore's.
     """
     with CheckpointSnapshot(Path(path)) as snapshot:
         where = snapshot.path / RUN_STATE
         state = parse_json(snapshot.read(RUN_STATE), where)
+    version = state.get("version")
+    if state.get("format") == RUN_FORMAT and _newer(version):
+        raise NewerFormatError(where, f"run['version']: expected {RUN_VERSION}, got {version}: "
+                                      "written by a newer bufcore; upgrade bufcore to read it")
     for field, expected in (("format", RUN_FORMAT), ("version", RUN_VERSION)):
         found = state.get(field)
         if found != expected or isinstance(found, bool):
@@ -400,6 +451,10 @@ def read_run_state(path: str | os.PathLike[str]) -> dict[str, Any]:
                 where, f"run[{field!r}]: expected {expected!r}, got {found!r:.80}"
             )
     return state
+
+
+def _newer(version: Any) -> bool:
+    return isinstance(version, int) and not isinstance(version, bool) and version > RUN_VERSION
 
 
 def read_train_status(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -462,6 +517,27 @@ def keep_run_checkpoint(
 
     publish_directory(destination, write, replaceable=lambda _: False,
                       kind="kept run checkpoint", replace=False)
+
+
+def discard_kept_checkpoint(run_dir: str | os.PathLike[str], step: int) -> bool:
+    """Remove ``run_dir/checkpoints/step-<step>/`` if it is there; whether it was.
+
+    A run killed between keeping its checkpoint (:func:`keep_run_checkpoint`) and saving the
+    next leaves that copy behind; resumed from that checkpoint, the run keeps it again at its
+    next save, which would refuse to replace it (``tests/runs/test_resume.py::
+    test_a_kept_copy_of_the_checkpoint_left_by_the_killed_run_is_replaced``).
+
+    Raises:
+        FileExistsError: the entry is not a run checkpoint (it is left alone).
+    """
+    kept = Path(run_dir) / HISTORY_DIR / kept_name(step)
+    if not kept.is_symlink() and not kept.exists():
+        return False
+    if kept.is_symlink() or not kept.is_dir() or not replaceable_run_checkpoint(kept):
+        raise FileExistsError(f"{kept}: not a kept run checkpoint; left alone")
+    shutil.rmtree(kept)
+    fsync_path(kept.parent, directory=True)
+    return True
 
 
 def _copy_durably(source: str, destination: str) -> None:

@@ -66,6 +66,7 @@ def save_run_buffers(
     *,
     state: Mapping[str, Any],
     replicated: Collection[str] = (),
+    loop: Mapping[str, Any] | None = None,
 ) -> None:
     """Save this rank's ``buffers`` and the run ``state`` as the run checkpoint ``path``;
     every rank of the default group calls it (see
@@ -77,14 +78,18 @@ def save_run_buffers(
         buffers: This rank's buffers by name; the same names on every rank.
         state: JSON-ready run state for ``run.json`` (rank 0's is written).
         replicated: Names of buffers every rank holds alike (resharding copies them).
+        loop: This rank's training-loop state (what :func:`bufcore.resume` restores beyond
+            the buffers), saved as ``loop/rank_<r>.hdf5``; every rank passes one, or none.
 
     Raises:
         ValueError: a name is not a plain directory name, ``state`` is not JSON-ready or
-            holds a field the save writes, or ranks disagree on names (on every rank).
+            holds a field the save writes, or ranks disagree on names or on passing a
+            ``loop`` (on every rank).
+        TypeError: ``loop`` holds a value that is neither plain data nor a tensor.
         FileExistsError: ``path`` exists and is not a run checkpoint.
     """
     save_rank_checkpoint(path, buffers={n: b.save for n, b in buffers.items()}, state=state,
-                         replicated=replicated)
+                         replicated=replicated, loop=loop)
 
 
 def load_run_buffers(

@@ -19,12 +19,14 @@ trajectories the windows drawn since the previous record came from (README "Run 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from bufcore.buffers.online import TrajectoryDictBufferMultiDim
 from bufcore.checks import check_int
+from bufcore.fields import Field
 from bufcore.sampling.index import SampleIndex
 from bufcore.sampling.prioritized import PrioritizedSampler
 from bufcore.sampling.windows import ring_row_positions
@@ -64,6 +66,32 @@ class ReplayTally:
         self._calls = 0
         # (env, first absolute time) of a trajectory -> [windows drawn, its length then].
         self._drawn: dict[tuple[int, int], list[int]] = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The counts so far, as plain data (a resumed run's records continue them):
+        ``sample_count``, ``sample_calls`` and ``drawn``, ``[env, start, windows, length]``
+        per trajectory drawn since the last record."""
+        return {"sample_count": self._rows, "sample_calls": self._calls,
+                "drawn": [[*key, *entry] for key, entry in self._drawn.items()]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue the counts of a :meth:`state_dict`; nothing changes unless all is valid.
+
+        Raises:
+            StateError: a count is missing or not an int >= 0, or ``drawn`` is not a list of
+                four such ints each.
+        """
+        root = Field(state, "state", part="state")
+        rows = root.key("sample_count").integer(minimum=0)
+        calls = root.key("sample_calls").integer(minimum=0)
+        drawn = {}
+        for entry in root.key("drawn").items():
+            if len(entry.items()) != 4:
+                raise entry.error(
+                    f"expected [env, start, windows, length], got {entry.value!r:.80}")
+            env, start, windows, length = (v.integer(minimum=0) for v in entry.items())
+            drawn[(env, start)] = [windows, length]
+        self._rows, self._calls, self._drawn = rows, calls, drawn
 
     def add(self, index: SampleIndex | torch.Tensor, seq_length: int | None = None) -> None:
         """Count one sample: its rows, and the trajectory each of its windows lies in.

@@ -139,3 +139,21 @@ def test_a_buffer_on_any_device_gives_the_record_a_cpu_buffer_gives(device: str)
     tallies[0].add(batch["_index"].cpu())
     tallies[1].add(batch["_index"])
     assert tallies[0].record() == tallies[1].record()
+
+
+def test_a_tally_restored_from_its_state_dict_gives_the_same_next_record() -> None:
+    buffer = online(20)
+    tally = ReplayTally(buffer)
+    for _ in range(3):
+        tally.add(buffer.sample(SEQ * 4)["_index"])
+    again = ReplayTally(buffer)
+    again.load_state_dict(tally.state_dict())
+    assert again.record() == tally.record()
+
+
+def test_a_malformed_tally_state_is_refused_and_changes_nothing() -> None:
+    tally = ReplayTally(online(20))
+    state = {"sample_count": 4, "sample_calls": 1, "drawn": [[0, 1, 2]]}
+    with pytest.raises(ValueError, match=r"drawn'\]\[0\]"):
+        tally.load_state_dict(state)
+    assert tally.state_dict() == {"sample_count": 0, "sample_calls": 0, "drawn": []}

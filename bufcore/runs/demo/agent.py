@@ -10,11 +10,21 @@ All three are tiny on purpose (the demo is about the buffers), but the learning 
   windows it sees most: the ones the curriculum's priorities favour.
 - :class:`ValueFunction` predicts the return of tracking from the tracking error and ``z``;
   it is fit by TD on the online buffer with TD-EMA weights.
+
+Each learner's ``state_dict`` is its weights as lists (``run.json``'s ``agent``, which the
+dashboard reads); ``train_state_dict`` adds its optimizer's moments and step size schedule, as
+tensors and plain data (the loop state a resumed run continues from), and
+``load_train_state_dict`` takes that back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
+
+from bufcore.errors import StateError
 
 
 class BackwardMap:
@@ -91,6 +101,23 @@ class TrackingPolicy:
         """The weights as nested lists (for ``run.json``)."""
         return {"weight": self.weight.detach().tolist()}
 
+    def train_state_dict(self) -> dict[str, Any]:
+        """Weights, Adam's moments and the step size schedule (tensors and plain data)."""
+        return {**_train_state(self.weight, self._optimizer),
+                "schedule": self._schedule.state_dict()}
+
+    def load_train_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a :meth:`train_state_dict`.
+
+        Raises:
+            StateError: a part is missing or does not fit these weights.
+        """
+        schedule = state.get("schedule")
+        if not isinstance(schedule, Mapping) or "last_epoch" not in schedule:
+            raise StateError("state", "policy: the step size schedule is missing")
+        _load_train_state(self.weight, self._optimizer, state, "policy")
+        self._schedule.load_state_dict(dict(schedule))
+
 
 class ValueFunction:
     """``V = [error, error^2, z, 1] @ weight`` where ``error = state - target``.
@@ -120,3 +147,47 @@ class ValueFunction:
     def state_dict(self) -> dict[str, list[float]]:
         """The weights as a list (for ``run.json``)."""
         return {"weight": self.weight.detach().tolist()}
+
+    def train_state_dict(self) -> dict[str, Any]:
+        """Weights and Adam's moments (tensors and plain data)."""
+        return _train_state(self.weight, self._optimizer)
+
+    def load_train_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a :meth:`train_state_dict`.
+
+        Raises:
+            StateError: a part is missing or does not fit these weights.
+        """
+        _load_train_state(self.weight, self._optimizer, state, "value")
+
+
+def _train_state(weight: torch.Tensor, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    saved = optimizer.state_dict()
+    # Copies: torch's state_dict holds the live moments, which the next step changes in place.
+    # JSON keys are strings; load turns them back into the parameter indices torch uses.
+    moments = {str(k): {name: v.clone() if isinstance(v, torch.Tensor) else v
+                        for name, v in entry.items()} for k, entry in saved["state"].items()}
+    return {"weight": weight.detach().clone(),
+            "optimizer": {"state": moments, "param_groups": saved["param_groups"]}}
+
+
+def _load_train_state(
+    weight: torch.Tensor, optimizer: torch.optim.Optimizer, state: Mapping[str, Any], name: str
+) -> None:
+    saved, optimizer_state = state.get("weight"), state.get("optimizer")
+    if not isinstance(saved, torch.Tensor) or saved.shape != weight.shape:
+        raise StateError("state", f"{name}: expected a weight of shape {tuple(weight.shape)}, "
+                                  f"got {saved!r:.80}")
+    if not isinstance(optimizer_state, Mapping) or not isinstance(
+        optimizer_state.get("param_groups"), list
+    ) or not isinstance(optimizer_state.get("state"), Mapping):
+        raise StateError("state", f"{name}: the optimizer's state is missing")
+    groups = [{**group, "betas": tuple(group.get("betas", ()))}
+              for group in optimizer_state["param_groups"]]
+    moments = {int(k): dict(v) for k, v in optimizer_state["state"].items()}
+    with torch.no_grad():
+        weight.copy_(saved)
+    try:
+        optimizer.load_state_dict({"state": moments, "param_groups": groups})
+    except (ValueError, KeyError, TypeError) as err:
+        raise StateError("state", f"{name}: the optimizer's state does not fit ({err})") from err

@@ -22,8 +22,12 @@ from dataclasses import dataclass
 import torch
 
 from bufcore.buffers.zbuffer import ZBuffer
+from bufcore.errors import StateError
 from bufcore.runs.demo.agent import BackwardMap, TrackingPolicy
 from bufcore.runs.demo.motions import Motion
+
+# What TrackingEnvs.state_dict saves: every env's episode as it stands.
+_EPISODE = ("motion", "frame", "state", "explore", "held_z", "truncated")
 
 
 class MotionBank:
@@ -138,6 +142,27 @@ class TrackingEnvs:
         self.explore = torch.zeros(envs, dtype=torch.bool)
         self.held_z = torch.zeros(envs, encoder.matrix.shape[1])
         self.truncated = torch.zeros(envs, dtype=torch.bool)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Each env's episode as it stands (motion, frame, state, exploring, held ``z``, last
+        ``truncated``); the generator is the caller's to save."""
+        return {name: getattr(self, name).clone() for name in _EPISODE}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Continue the episodes of a :meth:`state_dict`; nothing changes unless all fits.
+
+        Raises:
+            StateError: a part is missing, or of another shape or dtype than these envs'.
+        """
+        for name in _EPISODE:
+            saved, now = state.get(name), getattr(self, name)
+            if not isinstance(saved, torch.Tensor) or saved.shape != now.shape or (
+                saved.dtype != now.dtype
+            ):
+                raise StateError("state", f"envs[{name!r}]: expected a {now.dtype} tensor of "
+                                          f"shape {tuple(now.shape)}, got {saved!r:.80}")
+        for name in _EPISODE:
+            setattr(self, name, state[name].clone())
 
     def reset(self, which: torch.Tensor, zbuffer: ZBuffer) -> None:
         """Start new episodes in the envs ``which`` (a bool mask), on motions drawn by the

@@ -75,6 +75,7 @@ from bufcore.runs.demo.rundir import (
     clear_history,
     write_motions,
 )
+from bufcore.runs.demo.state import loop_state
 from bufcore.runs.demo.zsource import EXPERT, RANDOM, ZSources
 from bufcore.runs.ranks import save_run_buffers
 from bufcore.runs.replay import REPLAY_KIND, ReplayTally
@@ -91,6 +92,8 @@ TD_QUANTILES = 201
 # Decimals the logged quantiles keep (they are normalised, so this is 1e-4 of a std).
 QUANTILE_DECIMALS = 4
 _SEEDS = ("motions", "backward", "policy", "envs", "buffers", "z")
+# The run's own generators (the buffers keep theirs), each seeded from its _SEEDS entry.
+GENERATORS = ("motions", "backward", "policy", "envs")
 # The prioritized sampler of --prioritized: Schaul et al.'s proportional variant's alpha and
 # initial beta, DI-engine's eps, and a window weighing as its heaviest row.
 PER_ALPHA = 0.6
@@ -108,12 +111,14 @@ class DemoResult:
         mean_emd: Mean EMD over motions, one per evaluation round.
         last_emd: Motion id -> EMD of the last round.
         last_priority: Motion id -> the expert buffer's sampling probability at the end.
+        options: The run's options.
     """
 
     run_dir: Path
     mean_emd: list[float]
     last_emd: dict[int, float]
     last_priority: dict[int, float]
+    options: DemoOptions | None = None
 
 
 @contextmanager
@@ -182,32 +187,62 @@ def _run(
     plan = RankPlan.current()
     if plan.rank == 0:
         clear_history(run)
+    loop = build_loop(run, options)
+    loop.envs.reset(torch.ones(plan.envs(options.envs), dtype=torch.bool), loop.zbuffer)
+    started = clock()
+    with RunLogger(run, clock=clock) as logger:
+        logger.log("run", 0, {**_run_record(options, loop.motions, loop.online),
+                              **plan.run_fields()})
+        drive(loop, 1, logger, progress, started=started, clock=clock, sleep=sleep)
+    if progress is not None:
+        progress.close()
+    return loop.result()
+
+
+@dataclass(frozen=True)
+class Buffers:
+    """The run's three buffers, when they come from a checkpoint (a resumed run)."""
+
+    expert: TrajectoryDictBuffer
+    online: TrajectoryDictBufferMultiDim
+    zbuffer: ZBuffer
+
+
+def build_loop(run: Path, options: DemoOptions, buffers: Buffers | None = None) -> _Loop:
+    """Every part of the run as its first step finds it, the envs not yet reset; with
+    ``buffers`` (a resumed run), those instead of new ones, and no file written. As one rank
+    of a process group, this rank's share (:class:`RankPlan`)."""
+    plan = RankPlan.current()
     seeds = _seeds(options.seed)
+    generators = {name: _generator(seeds[name]) for name in GENERATORS}
+    generators["envs"] = _generator(plan.seed(seeds["envs"]))  # each rank's envs differ
     motions = make_motions(
         options.motions,
         dim=options.dim,
         min_length=options.min_length,
         max_length=options.max_length,
-        generator=_generator(seeds["motions"]),
+        generator=generators["motions"],
     )
-    motion_list = Path(plan.first(lambda: str(write_motions(run / MOTIONS_DIR, motions))))
-    expert = load_expert_trajectories(
-        motion_list, run / MOTIONS_DIR, options.seq_length, "cpu", seed=seeds["buffers"]
-    )
-    online = TrajectoryDictBufferMultiDim(
-        capacity=options.capacity,
-        n_dim=2,
-        seq_length=options.seq_length,
-        end_key="truncated",
-        output_key_t=["observation", "action", "z", "reward"],
-        output_key_tp1=["observation", "terminated"],
-        seed=seeds["buffers"] + 1,
-        sampler=_sampler(options) if options.prioritized else None,
-    )
-    zbuffer = ZBuffer(options.z_capacity, options.z_dim, seed=seeds["z"])
+    if buffers is None:
+        motion_list = Path(plan.first(lambda: str(write_motions(run / MOTIONS_DIR, motions))))
+        expert = load_expert_trajectories(
+            motion_list, run / MOTIONS_DIR, options.seq_length, "cpu", seed=seeds["buffers"]
+        )
+        online = TrajectoryDictBufferMultiDim(
+            capacity=options.capacity,
+            n_dim=2,
+            seq_length=options.seq_length,
+            end_key="truncated",
+            output_key_t=["observation", "action", "z", "reward"],
+            output_key_tp1=["observation", "terminated"],
+            seed=seeds["buffers"] + 1,
+            sampler=_sampler(options) if options.prioritized else None,
+        )
+        buffers = Buffers(expert, online, ZBuffer(options.z_capacity, options.z_dim,
+                                                  seed=seeds["z"]))
     bank = MotionBank(motions, options.seq_length)
     curriculum = Curriculum(
-        expert,
+        buffers.expert,
         min_val=options.min_val,
         max_val=options.max_val,
         scale=options.scale,
@@ -215,11 +250,10 @@ def _run(
         update_sampling_weight_by_id=bank.update_sampling_weight_by_id,
     )
     encoder = BackwardMap(
-        options.dim, options.seq_length, options.z_dim, _generator(seeds["backward"])
+        options.dim, options.seq_length, options.z_dim, generators["backward"]
     )
-    policy_generator = _generator(seeds["policy"])
     policy = TrackingPolicy(
-        options.dim, options.z_dim, lr=0.006, state_noise=0.15, generator=policy_generator
+        options.dim, options.z_dim, lr=0.006, state_noise=0.15, generator=generators["policy"]
     )
     value = ValueFunction(options.dim, options.z_dim, lr=0.01)
     plan.average_gradients(policy.weight, value.weight)
@@ -238,32 +272,34 @@ def _run(
         mix=options.mix,
         action_noise=0.06,
         dynamics_noise=0.03,
-        generator=_generator(plan.seed(seeds["envs"])),
+        generator=generators["envs"],
     )
-    envs.reset(torch.ones(own_envs, dtype=torch.bool), zbuffer)
-    loop = _Loop(run, options, expert, online, zbuffer, curriculum, encoder, policy, value,
-                 weighting, bank, envs, policy_generator, plan)
-    started = clock()
-    with RunLogger(run, clock=clock) as logger:
-        logger.log("run", 0, {**_run_record(options, motions, online), **plan.run_fields()})
-        for step in range(1, options.steps + 1):
-            loop.env_step(step, logger)
-            if progress is not None:
-                progress.update(step, loop.status())
-            if options.live_seconds:
-                ahead = started + options.live_seconds * step / options.steps - clock()
-                if ahead > 0:
-                    sleep(ahead)
-        logger.log("end", options.steps, {"status": "finished"})
-    if progress is not None:
-        progress.close()
-    last = curriculum.history[-1]
-    return DemoResult(
-        run_dir=run,
-        mean_emd=loop.mean_emd(),
-        last_emd=dict(last.emd),
-        last_priority=dict(zip(expert.motion_ids, expert.priorities.tolist(), strict=True)),
-    )
+    return _Loop(run, options, motions, buffers, curriculum, encoder, policy, value, weighting,
+                 bank, envs, generators, plan)
+
+
+def drive(
+    loop: _Loop,
+    first: int,
+    logger: RunLogger,
+    progress: Progress | None,
+    *,
+    started: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> None:
+    """Steps ``first`` to the last, then the ``end`` record; ``--live`` paces step ``s`` to
+    end ``live_seconds * s / steps`` after ``started``."""
+    options = loop.options
+    for step in range(first, options.steps + 1):
+        loop.env_step(step, logger)
+        if progress is not None:
+            progress.update(step, loop.status())
+        if options.live_seconds:
+            ahead = started + options.live_seconds * step / options.steps - clock()
+            if ahead > 0:
+                sleep(ahead)
+    logger.log("end", options.steps, {"status": "finished"})
 
 
 def run_rank(run: Path, options: DemoOptions) -> list[float]:
@@ -325,9 +361,8 @@ class _Loop:
         self,
         run: Path,
         options: DemoOptions,
-        expert: TrajectoryDictBuffer,
-        online: TrajectoryDictBufferMultiDim,
-        zbuffer: ZBuffer,
+        motions: list[Motion],
+        buffers: Buffers,
         curriculum: Curriculum,
         encoder: BackwardMap,
         policy: TrackingPolicy,
@@ -335,19 +370,32 @@ class _Loop:
         weighting: TDWeighting,
         bank: MotionBank,
         envs: TrackingEnvs,
-        generator: torch.Generator,
+        generators: dict[str, torch.Generator],
         plan: RankPlan,
     ) -> None:
-        self.run, self.options, self.plan = run, options, plan
-        self.expert, self.online, self.zbuffer = expert, online, zbuffer
+        self.run, self.options, self.motions, self.plan = run, options, motions, plan
+        self.expert, self.online, self.zbuffer = buffers.expert, buffers.online, buffers.zbuffer
         self.curriculum, self.encoder = curriculum, encoder
         self.policy, self.value, self.weighting = policy, value, weighting
-        self.bank, self.envs, self.generator = bank, envs, generator
+        self.bank, self.envs, self.generators = bank, envs, generators
+        self.generator = generators["policy"]
         self.episodes = 0
-        self.z_sources = ZSources(zbuffer.capacity)
-        self.tally = ReplayTally(online) if options.prioritized else None
+        self.z_sources = ZSources(self.zbuffer.capacity)
+        self.tally = ReplayTally(self.online) if options.prioritized else None
         # The step of the checkpoint now at checkpoint/ (None before the first).
         self.saved_step: int | None = None
+
+    def result(self) -> DemoResult:
+        """What the run reports once its last step is done."""
+        last = self.curriculum.history[-1]
+        return DemoResult(
+            run_dir=self.run,
+            mean_emd=self.mean_emd(),
+            last_emd=dict(last.emd),
+            last_priority=dict(zip(self.expert.motion_ids, self.expert.priorities.tolist(),
+                                   strict=True)),
+            options=self.options,
+        )
 
     def mean_emd(self) -> list[float]:
         """Mean EMD over motions, one per curriculum round so far."""
@@ -499,7 +547,12 @@ class _Loop:
                     "value": self.value.state_dict(),
                 },
             },
+            loop=loop_state(self),  # what resuming needs beyond run.json (runs/demo/state.py)
         )
         self.saved_step = step
+        return self.checkpoint_record()
+
+    def checkpoint_record(self) -> dict[str, Any]:
+        """The ``checkpoint`` record of the checkpoint just published."""
         return {"round": len(self.curriculum.history), "path": CHECKPOINT_DIR,
                 "buffers": ["train", "expert", "z"]}

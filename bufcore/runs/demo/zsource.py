@@ -10,11 +10,13 @@ by source.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from bufcore.checks import check_int
+from bufcore.errors import StateError
 
 EXPERT, RANDOM = 0, 1
 LABELS = ("expert", "random")
@@ -56,6 +58,26 @@ class ZSources:
         # As the ring writes: row i of the batch lands in slot (cursor + i) % capacity.
         slots = (start + torch.arange(n - kept, n)) % self.capacity
         self._codes[slots] = codes[n - kept :].to(torch.int8)
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Take back what :meth:`state` returned: its slots' codes, the rest unwritten.
+
+        Raises:
+            StateError: ``labels`` are not this module's, or ``slots`` is not a list of at
+                most ``capacity`` label indices.
+        """
+        slots = state.get("slots")
+        if list(state.get("labels", ())) != list(LABELS):
+            raise StateError("state", f"z_source['labels']: expected {list(LABELS)}, got "
+                                      f"{state.get('labels')!r:.80}")
+        if not isinstance(slots, list) or len(slots) > self.capacity or not all(
+            isinstance(c, int) and not isinstance(c, bool) and 0 <= c < len(LABELS)
+            for c in slots
+        ):
+            raise StateError("state", f"z_source['slots']: expected at most {self.capacity} "
+                                      f"codes in [0, {len(LABELS)}), got {slots!r:.80}")
+        self._codes.fill_(_UNWRITTEN)
+        self._codes[: len(slots)] = torch.tensor(slots, dtype=torch.int8)
 
     def state(self, length: int) -> dict[str, Any]:
         """``{"labels", "slots"}`` for ``run.json``: codes of the first ``length`` slots.

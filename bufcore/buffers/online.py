@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.base import SavedState, check_backing
+from bufcore.buffers.loading import SavedState, check_backing
 from bufcore.buffers.prioritized import check_reserved_keys, update_priority
 from bufcore.buffers.transition import (
     chronological_rows,

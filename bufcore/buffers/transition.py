@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from bufcore.buffers.base import Buffer, SavedState, check_backing
+from bufcore.buffers.base import Buffer
+from bufcore.buffers.loading import SavedState, check_backing
 from bufcore.buffers.prioritized import (
     add_weighted,
     check_reserved_keys,

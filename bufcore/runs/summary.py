@@ -38,11 +38,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from bufcore.buffers.base import Buffer, buffer_class
+from bufcore.buffers.base import Buffer
 from bufcore.buffers.ding.config import saved_config
 from bufcore.buffers.ding.core import DingBuffer
 from bufcore.buffers.ding.episode import EpisodeReplayBuffer
 from bufcore.buffers.ding.saving import saved_status
+from bufcore.buffers.loading import buffer_class
 from bufcore.buffers.prioritized import SAMPLER_KEY, SAMPLER_KINDS, saved_sampler
 from bufcore.buffers.windowed import WindowedBuffer, WindowOptions
 from bufcore.checks import check_bool, check_int

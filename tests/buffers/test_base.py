@@ -22,7 +22,7 @@ from bufcore import (
     ZBuffer,
     load_buffer,
 )
-from bufcore.buffers import base
+from bufcore.buffers import base, loading
 from bufcore.buffers.base import Buffer
 from tests.support import reseal, rewrite_file
 
@@ -120,14 +120,14 @@ def registered_targets() -> list[str]:
     for path in sorted(package.rglob("*.py")):
         parts = path.relative_to(package.parent.parent).with_suffix("").parts
         importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return sorted(t for t, cls in base._TARGETS.items() if cls.__module__.startswith("bufcore."))
+    return sorted(t for t, cls in loading._TARGETS.items() if cls.__module__.startswith("bufcore."))
 
 
 def test_load_buffer_knows_every_target_in_a_process_that_imported_no_buffer_class() -> None:
     targets = registered_targets()
     script = (
         "import sys\n"
-        "from bufcore.buffers.base import buffer_class\n"
+        "from bufcore.buffers.loading import buffer_class\n"
         "for target in sys.argv[1:]:\n"
         "    buffer_class(target, 'fresh process')\n"
     )

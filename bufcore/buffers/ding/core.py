@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 import numpy as np
 import torch
 
-from bufcore.buffers.base import Buffer, SavedState
+from bufcore.buffers.base import Buffer
 from bufcore.buffers.ding.config import AttrDict, default_config, resolve_config
 from bufcore.buffers.ding.inputs import (
     MISSING,
@@ -55,6 +55,7 @@ from bufcore.buffers.ding.saving import (
     slot_rows,
 )
 from bufcore.buffers.ding.throughput import Clock, check_clock
+from bufcore.buffers.loading import SavedState
 from bufcore.checks import (
     check_choice,
     check_device,

@@ -46,7 +46,9 @@ IDLE = ("() => { const w = document.querySelector('[data-testid=\"stStatusWidget
         " return !w || !w.innerText.includes('Running'); }")
 DRAWN = ("() => !document.querySelector('[data-testid=\"stSkeleton\"]') && Array.from("
          "document.querySelectorAll('[data-testid=\"stPlotlyChart\"]'))"
-         ".every(e => e.querySelector('.main-svg'))")
+         ".every(e => e.querySelector('.main-svg')) && Array.from("
+         "document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]'))"
+         ".every(e => e.querySelector('canvas, svg'))")
 TIMEOUT_MS = 60_000
 
 
@@ -116,11 +118,12 @@ def resample(tab: Any) -> float:
 
 
 def measure_floor(context: Any) -> dict[str, float]:
-    """First render of ``bench/floor_app.py`` without and with its one chart (median of 3) and
-    its Resample (median of 5)."""
+    """First render of ``bench/floor_app.py`` without and with its one chart, Plotly's and
+    Vega-Lite's (median of 3), and its Resample (median of 5)."""
     result = {}
     with served(ROOT / "bench" / "floor_app.py", dict(os.environ)) as url:
-        for name, query in (("floor, title only", ""), ("floor, one Plotly chart", "?chart=1")):
+        for name, query in (("floor, title only", ""), ("floor, one Plotly chart", "?chart=1"),
+                            ("floor, one Vega-Lite chart", "?chart=vega")):
             open_page(context, url + query)[0].close()
             renders = []
             for _ in range(3):

@@ -48,6 +48,8 @@ from bufcore.runs.runlog import read_metrics
 T = TypeVar("T")
 # How long a rank waits in one collective before giving up (a dead peer).
 COLLECTIVE_TIMEOUT_S = 300
+# A spawned rank's job when it continues a run from its checkpoint (else the job is options).
+RESUME_JOB = "resume"
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,30 @@ def run_demo_ranks(
     run = Path(run_dir)
     check_memory(options)
     check_run_dir(run)
+    spawn_ranks(run, world, json.dumps(options.to_json()))
+    curve: list[float] = []
+    offset = 0
+    while True:  # read_metrics reads a bounded amount per call
+        records, after = read_metrics(run / METRICS_FILE, offset)
+        if after == offset:
+            return curve
+        curve += [float(r["mean_emd"]) for r in records if r["kind"] == "eval"]
+        offset = after
+
+
+def spawn_ranks(run: Path, world: int, job: str) -> None:
+    """Spawn ``world`` ranks of the demo on ``run`` and wait for all of them.
+
+    Args:
+        run: The run directory (checked by the caller).
+        world: How many ranks.
+        job: What each rank does (:mod:`bufcore.runs.demo.spawned`): a new run's options as
+            JSON, or :data:`RESUME_JOB`.
+
+    Raises:
+        RuntimeError: a rank failed (the others are killed; the message names the rank,
+            whose traceback is in this process's output).
+    """
     # The ranks meet through a file in a private directory (removed afterwards); their output
     # goes where this process's goes, so a failing rank's traceback is seen.
     with tempfile.TemporaryDirectory(prefix="bufcore-ranks-") as scratch:
@@ -153,7 +179,7 @@ def run_demo_ranks(
             for rank in range(world):
                 processes.append(subprocess.Popen(
                     [sys.executable, "-m", "bufcore.runs.demo.spawned", str(run), str(rank),
-                     str(world), str(store), json.dumps(options.to_json())], env=env,
+                     str(world), str(store), job], env=env,
                 ))
             while any(p.poll() is None for p in processes):
                 if any(p.poll() not in (None, 0) for p in processes):
@@ -168,11 +194,3 @@ def run_demo_ranks(
     if failed:
         raise RuntimeError(f"demo rank {failed[0][0]} of {world} failed (exit "
                            f"{failed[0][1]}); its output is above")
-    curve: list[float] = []
-    offset = 0
-    while True:  # read_metrics reads a bounded amount per call
-        records, after = read_metrics(run / METRICS_FILE, offset)
-        if after == offset:
-            return curve
-        curve += [float(r["mean_emd"]) for r in records if r["kind"] == "eval"]
-        offset = after

@@ -126,7 +126,8 @@ def resume(
     Args:
         run_dir: The run directory (holding ``checkpoint/``).
         rank: Whose part to resume: the buffers' sample streams and ``loop/rank_<rank>.hdf5``;
-            below the world size the checkpoint was saved with.
+            below the world size of a checkpoint saved by ``N > 1`` ranks (any rank reads a
+            one-rank checkpoint's buffers, branching their streams).
         device: Where the buffers and TD-EMA go; None keeps the buffers' saved device (TD-EMA
             then on the CPU).
         update_sampling_weight_by_id: The curriculum's hook (it is not state), as
@@ -137,14 +138,14 @@ def resume(
             ``metrics.jsonl`` nor ``checkpoint/``.
         NoCheckpointError: the run has published no checkpoint yet.
         NewerFormatError: ``run.json`` or the loop state is of a newer format version.
-        MissingStateError: the checkpoint lacks the step or the loop state of this rank or of
-            any other rank that saved it (an older checkpoint, or a damaged one: every rank
+        MissingStateError: the checkpoint lacks the step or this rank's loop state (an older
+            checkpoint), or, saved by ``N > 1`` ranks, any rank's loop state (every rank
             refuses alike, so none goes on alone), or holds a curriculum but no ``expert``
             buffer.
         CorruptCheckpointError: a file is damaged or malformed, an N-rank checkpoint lacks a
             rank's buffer, or the checkpoint was replaced while being read.
         TypeError, ValueError: ``run_dir``, ``rank`` or ``device`` is malformed, or ``rank``
-            is not below the checkpoint's world size.
+            is not below an N-rank checkpoint's world size.
     """
     run = check_path(run_dir, "run_dir")
     stream = check_rank(rank)
@@ -175,16 +176,18 @@ def _read(
 ) -> ResumedRun:
     state = read_run_state(checkpoint)
     layout = run_layout(checkpoint)
-    if rank >= layout.world_size:
-        raise ValueError(f"rank: expected an int in [0, {layout.world_size}) (the checkpoint "
-                         f"was saved by {layout.world_size} rank"
-                         f"{'s' * (layout.world_size != 1)}), got {rank}")
+    world = layout.world_size
+    # One-rank buffers serve any rank (each branches its own stream); N ranks' are per rank.
+    if world > 1 and rank >= world:
+        raise ValueError(f"rank: expected an int in [0, {world}) (the checkpoint was saved by "
+                         f"{world} ranks), got {rank}")
     where = checkpoint / RUN_STATE
     step = state.get("step")
     missing = [] if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else [
         f"{RUN_STATE}['step']"]
-    # Every rank's loop state, not only this one's: ranks resuming one run all refuse alike.
-    missing += [f"{LOOP_DIR}/{loop_file(r)}" for r in range(layout.world_size)
+    # Every rank's loop state of an N-rank checkpoint, not only this one's: ranks resuming
+    # one run all refuse alike, so none goes on alone into a collective.
+    missing += [f"{LOOP_DIR}/{loop_file(r)}" for r in (range(world) if world > 1 else [rank])
                 if not (checkpoint / LOOP_DIR / loop_file(r)).is_file()]
     loop_path = checkpoint / LOOP_DIR / loop_file(rank)
     names = layout.names

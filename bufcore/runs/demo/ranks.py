@@ -19,6 +19,8 @@ loop as one rank (:mod:`bufcore.runs.demo.spawned`; :class:`RankPlan` says what 
   (``checkpoint/buffers/<name>/rank_<r>/``, the expert buffer recorded as replicated).
 
 With one rank (no group) the plan changes nothing: the run is today's demo, bit for bit.
+``bufcore demo --resume`` of a run saved by N ranks spawns N ranks the same way
+(:func:`spawn_ranks`, job ``resume``: :func:`bufcore.runs.demo.resume.resume_rank`).
 """
 
 from __future__ import annotations
@@ -175,6 +177,7 @@ def spawn_ranks(run: Path, world: int, job: str) -> None:
         store = Path(scratch) / "store"
         env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
         processes: list[subprocess.Popen[bytes]] = []
+        killed: set[int] = set()
         try:
             for rank in range(world):
                 processes.append(subprocess.Popen(
@@ -186,11 +189,14 @@ def spawn_ranks(run: Path, world: int, job: str) -> None:
                     break  # one failed: the others would wait for it until the timeout
                 time.sleep(0.1)
         finally:
-            for process in processes:
+            for rank, process in enumerate(processes):
                 if process.poll() is None:
                     process.kill()
+                    killed.add(rank)
                 process.wait()
-    failed = [(r, p.returncode) for r, p in enumerate(processes) if p.returncode != 0]
+    # The rank that failed, not one killed here because it did.
+    failed = sorted([(r in killed, r, p.returncode) for r, p in enumerate(processes)
+                     if p.returncode != 0])
     if failed:
-        raise RuntimeError(f"demo rank {failed[0][0]} of {world} failed (exit "
-                           f"{failed[0][1]}); its output is above")
+        raise RuntimeError(f"demo rank {failed[0][1]} of {world} failed (exit "
+                           f"{failed[0][2]}); its output is above")

@@ -154,15 +154,16 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
                             help=f"upper EMD clamp (default {defaults.max_val})")
     curriculum.add_argument("--scale", type=_number, default=None,
                             help=f"multiplier after clamping (default {defaults.scale})")
-    demo.add_argument("--nproc", type=_count, default=1, metavar="N",
+    demo.add_argument("--nproc", type=_count, default=None, metavar="N",
                       help="run data-parallel on N CPU processes (spawned, gloo on the loopback "
                       "interface): envs split over ranks, gradients averaged, curriculum "
                       "gathered, TD-EMA all-reduced; every rank's buffers are checkpointed "
                       "under checkpoint/buffers/<name>/rank_<r>/ (default 1: one process)")
     demo.add_argument("--resume", type=Path, default=None, metavar="RUN",
                       help="continue the demo run RUN from its latest checkpoint to its last "
-                      "step (a run killed or stopped after a checkpoint); options given with it "
-                      "must equal the run's, and --out is not used")
+                      "step (a run killed or stopped after a checkpoint), on as many ranks as "
+                      "saved it; options and --nproc given with it must equal the run's, and "
+                      "--out is not used")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.add_argument("--dashboard", type=_count, nargs="?", const=DASHBOARD_PORT, default=None,
                       metavar="PORT",
@@ -218,7 +219,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.resume is not None:
         return _resume_demo(args)
     options = demo_options(args)
-    if args.nproc > 1:
+    if args.nproc is not None and args.nproc > 1:
         return _demo_ranks(args, options)
     if args.dashboard is not None:
         return _demo_with_dashboard(args.out, options, args.dashboard)
@@ -263,7 +264,8 @@ def _resume_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     progress = None if args.quiet else Progress(1)  # resume_demo sets the run's total
     try:
-        result = resume_demo(args.resume, given=given_options(args), progress=progress)
+        result = resume_demo(args.resume, given=given_options(args), nproc=args.nproc,
+                             progress=progress)
     finally:
         if progress is not None:
             progress.close()

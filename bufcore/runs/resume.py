@@ -14,7 +14,10 @@ counters) can be continued with::
 Each piece comes back through its own ``from_state_dict`` / ``load`` (DESIGN §1, the one state
 idiom), so what it holds is exactly what was saved: a buffer continues its saved sample stream,
 a generator its saved state. Data-parallel, each rank resumes its own part (``rank=``): its
-buffers' sample streams and its ``loop/rank_<r>.hdf5``.
+buffers (``buffers/<name>/rank_<r>/`` of a checkpoint saved by ``N > 1`` ranks), their sample
+streams and its ``loop/rank_<r>.hdf5``; the curriculum and TD-EMA are global (``run.json``).
+Any rank of a checkpoint can be read in one process, no group needed (``world_size`` says how
+many ranks saved it).
 
 What cannot be resumed is refused with a :class:`~bufcore.errors.ResumeError` saying why: not
 a run (:class:`~bufcore.errors.NotARunError`), no checkpoint yet
@@ -52,6 +55,7 @@ from bufcore.persist.run_checkpoint import (
     METRICS_FILE,
     RUN_STATE,
     read_run_state,
+    run_layout,
 )
 from bufcore.persist.snapshot import CheckpointSnapshot
 from bufcore.stats.td_ema import TDStatsEMA
@@ -89,6 +93,7 @@ class ResumedRun:
         td_ema: The TD-error statistics, or None when the run saved none.
         generators: The loop's generators (:func:`generators_state`), each at its saved state.
         loop: The rest of this rank's loop state, as saved (tensors on the CPU).
+        world_size: How many ranks saved the checkpoint (1: one process).
     """
 
     run_dir: Path
@@ -102,6 +107,7 @@ class ResumedRun:
     td_ema: TDStatsEMA | None
     generators: dict[str, torch.Generator] = field(default_factory=dict)
     loop: dict[str, Any] = field(default_factory=dict)
+    world_size: int = 1
 
 
 def resume(
@@ -119,7 +125,9 @@ def resume(
 
     Args:
         run_dir: The run directory (holding ``checkpoint/``).
-        rank: Whose part to resume: the buffers' sample streams and ``loop/rank_<rank>.hdf5``.
+        rank: Whose part to resume: the buffers' sample streams and ``loop/rank_<rank>.hdf5``;
+            below the world size of a checkpoint saved by ``N > 1`` ranks (any rank reads a
+            one-rank checkpoint's buffers, branching their streams).
         device: Where the buffers and TD-EMA go; None keeps the buffers' saved device (TD-EMA
             then on the CPU).
         update_sampling_weight_by_id: The curriculum's hook (it is not state), as
@@ -131,10 +139,13 @@ def resume(
         NoCheckpointError: the run has published no checkpoint yet.
         NewerFormatError: ``run.json`` or the loop state is of a newer format version.
         MissingStateError: the checkpoint lacks the step or this rank's loop state (an older
-            checkpoint), or holds a curriculum but no ``expert`` buffer.
-        CorruptCheckpointError: a file is damaged or malformed, or the checkpoint was replaced
-            while being read.
-        TypeError, ValueError: ``run_dir``, ``rank`` or ``device`` is malformed.
+            checkpoint), or, saved by ``N > 1`` ranks, any rank's loop state (every rank
+            refuses alike, so none goes on alone), or holds a curriculum but no ``expert``
+            buffer.
+        CorruptCheckpointError: a file is damaged or malformed, an N-rank checkpoint lacks a
+            rank's buffer, or the checkpoint was replaced while being read.
+        TypeError, ValueError: ``run_dir``, ``rank`` or ``device`` is malformed, or ``rank``
+            is not below an N-rank checkpoint's world size.
     """
     run = check_path(run_dir, "run_dir")
     stream = check_rank(rank)
@@ -164,15 +175,22 @@ def _read(
     hook: SamplingWeightHook | None,
 ) -> ResumedRun:
     state = read_run_state(checkpoint)
+    layout = run_layout(checkpoint)
+    world = layout.world_size
+    # One-rank buffers serve any rank (each branches its own stream); N ranks' are per rank.
+    if world > 1 and rank >= world:
+        raise ValueError(f"rank: expected an int in [0, {world}) (the checkpoint was saved by "
+                         f"{world} ranks), got {rank}")
     where = checkpoint / RUN_STATE
     step = state.get("step")
     missing = [] if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else [
         f"{RUN_STATE}['step']"]
+    # Every rank's loop state of an N-rank checkpoint, not only this one's: ranks resuming
+    # one run all refuse alike, so none goes on alone into a collective.
+    missing += [f"{LOOP_DIR}/{loop_file(r)}" for r in (range(world) if world > 1 else [rank])
+                if not (checkpoint / LOOP_DIR / loop_file(r)).is_file()]
     loop_path = checkpoint / LOOP_DIR / loop_file(rank)
-    if not loop_path.is_file():
-        missing.append(f"{LOOP_DIR}/{loop_file(rank)}")
-    folder = checkpoint / BUFFERS
-    names = sorted(e.name for e in folder.iterdir() if e.is_dir()) if folder.is_dir() else []
+    names = layout.names
     if "curriculum" in state and EXPERT_BUFFER not in names:
         missing.append(f"{BUFFERS}/{EXPERT_BUFFER}")
     if missing:
@@ -182,7 +200,7 @@ def _read(
             "a bufcore (or a loop) that did not save it, so the run cannot continue exactly "
             "where it stopped; start a new run instead",
         )
-    buffers = {name: load_buffer(_buffer_dir(folder / name, rank), device, rank=rank)
+    buffers = {name: load_buffer(layout.buffer_dir(name, rank), device, rank=rank)
                for name in names}
     try:
         curriculum = None if "curriculum" not in state else Curriculum.from_state_dict(
@@ -202,15 +220,8 @@ def _read(
     return ResumedRun(
         run_dir=run, checkpoint=checkpoint, step=cast(int, step), rank=rank, options=options,
         state=state, buffers=buffers, curriculum=curriculum, td_ema=td_ema,
-        generators=generators, loop=loop,
+        generators=generators, loop=loop, world_size=layout.world_size,
     )
-
-
-def _buffer_dir(folder: Path, rank: int) -> Path:
-    """A buffer's checkpoint for ``rank``: ``<name>/rank_<r>/`` where the run saved one per
-    rank, else ``<name>/`` itself (a single process's)."""
-    per_rank = folder / f"rank_{rank}"
-    return per_rank if per_rank.is_dir() else folder
 
 
 def _generators(saved: Any, where: Path) -> dict[str, torch.Generator]:

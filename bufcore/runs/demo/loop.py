@@ -354,6 +354,20 @@ def _mean_emd(round_: Round) -> float:
     return sum(round_.emd.values()) / len(round_.emd)
 
 
+def demo_result(run: Path, options: DemoOptions, curriculum: Curriculum) -> DemoResult:
+    """What a run reports from its curriculum (its rounds, and its expert buffer's
+    priorities), once its last step is done."""
+    last = curriculum.history[-1]
+    expert = curriculum.buffer
+    return DemoResult(
+        run_dir=run,
+        mean_emd=[_mean_emd(r) for r in curriculum.history],
+        last_emd=dict(last.emd),
+        last_priority=dict(zip(expert.motion_ids, expert.priorities.tolist(), strict=True)),
+        options=options,
+    )
+
+
 class _Loop:
     """The state of one run and its per-step work (split out of :func:`run_demo` to read)."""
 
@@ -387,15 +401,7 @@ class _Loop:
 
     def result(self) -> DemoResult:
         """What the run reports once its last step is done."""
-        last = self.curriculum.history[-1]
-        return DemoResult(
-            run_dir=self.run,
-            mean_emd=self.mean_emd(),
-            last_emd=dict(last.emd),
-            last_priority=dict(zip(self.expert.motion_ids, self.expert.priorities.tolist(),
-                                   strict=True)),
-            options=self.options,
-        )
+        return demo_result(self.run, self.options, self.curriculum)
 
     def mean_emd(self) -> list[float]:
         """Mean EMD over motions, one per curriculum round so far."""

@@ -19,6 +19,8 @@ loop as one rank (:mod:`bufcore.runs.demo.spawned`; :class:`RankPlan` says what 
   (``checkpoint/buffers/<name>/rank_<r>/``, the expert buffer recorded as replicated).
 
 With one rank (no group) the plan changes nothing: the run is today's demo, bit for bit.
+``bufcore demo --resume`` of a run saved by N ranks spawns N ranks the same way
+(:func:`spawn_ranks`, job ``resume``: :func:`bufcore.runs.demo.resume.resume_rank`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from bufcore.runs.runlog import read_metrics
 T = TypeVar("T")
 # How long a rank waits in one collective before giving up (a dead peer).
 COLLECTIVE_TIMEOUT_S = 300
+# A spawned rank's job when it continues a run from its checkpoint (else the job is options).
+RESUME_JOB = "resume"
 
 
 @dataclass(frozen=True)
@@ -143,31 +147,7 @@ def run_demo_ranks(
     run = Path(run_dir)
     check_memory(options)
     check_run_dir(run)
-    # The ranks meet through a file in a private directory (removed afterwards); their output
-    # goes where this process's goes, so a failing rank's traceback is seen.
-    with tempfile.TemporaryDirectory(prefix="bufcore-ranks-") as scratch:
-        store = Path(scratch) / "store"
-        env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-        processes: list[subprocess.Popen[bytes]] = []
-        try:
-            for rank in range(world):
-                processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "bufcore.runs.demo.spawned", str(run), str(rank),
-                     str(world), str(store), json.dumps(options.to_json())], env=env,
-                ))
-            while any(p.poll() is None for p in processes):
-                if any(p.poll() not in (None, 0) for p in processes):
-                    break  # one failed: the others would wait for it until the timeout
-                time.sleep(0.1)
-        finally:
-            for process in processes:
-                if process.poll() is None:
-                    process.kill()
-                process.wait()
-    failed = [(r, p.returncode) for r, p in enumerate(processes) if p.returncode != 0]
-    if failed:
-        raise RuntimeError(f"demo rank {failed[0][0]} of {world} failed (exit "
-                           f"{failed[0][1]}); its output is above")
+    spawn_ranks(run, world, json.dumps(options.to_json()))
     curve: list[float] = []
     offset = 0
     while True:  # read_metrics reads a bounded amount per call
@@ -176,3 +156,47 @@ def run_demo_ranks(
             return curve
         curve += [float(r["mean_emd"]) for r in records if r["kind"] == "eval"]
         offset = after
+
+
+def spawn_ranks(run: Path, world: int, job: str) -> None:
+    """Spawn ``world`` ranks of the demo on ``run`` and wait for all of them.
+
+    Args:
+        run: The run directory (checked by the caller).
+        world: How many ranks.
+        job: What each rank does (:mod:`bufcore.runs.demo.spawned`): a new run's options as
+            JSON, or :data:`RESUME_JOB`.
+
+    Raises:
+        RuntimeError: a rank failed (the others are killed; the message names the rank,
+            whose traceback is in this process's output).
+    """
+    # The ranks meet through a file in a private directory (removed afterwards); their output
+    # goes where this process's goes, so a failing rank's traceback is seen.
+    with tempfile.TemporaryDirectory(prefix="bufcore-ranks-") as scratch:
+        store = Path(scratch) / "store"
+        env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+        processes: list[subprocess.Popen[bytes]] = []
+        killed: set[int] = set()
+        try:
+            for rank in range(world):
+                processes.append(subprocess.Popen(
+                    [sys.executable, "-m", "bufcore.runs.demo.spawned", str(run), str(rank),
+                     str(world), str(store), job], env=env,
+                ))
+            while any(p.poll() is None for p in processes):
+                if any(p.poll() not in (None, 0) for p in processes):
+                    break  # one failed: the others would wait for it until the timeout
+                time.sleep(0.1)
+        finally:
+            for rank, process in enumerate(processes):
+                if process.poll() is None:
+                    process.kill()
+                    killed.add(rank)
+                process.wait()
+    # The rank that failed, not one killed here because it did.
+    failed = sorted([(r in killed, r, p.returncode) for r, p in enumerate(processes)
+                     if p.returncode != 0])
+    if failed:
+        raise RuntimeError(f"demo rank {failed[0][1]} of {world} failed (exit "
+                           f"{failed[0][2]}); its output is above")

@@ -13,6 +13,13 @@ logged again if the kill came before it). A reader tailing the log sees a new fi
 from the start, so the dashboard shows one continuous run, never the steps that were lost.
 A kept checkpoint the killed run left at ``checkpoints/step-S`` is removed (the next save keeps
 it again).
+
+A run saved by ``N > 1`` ranks (``--nproc N``) is continued on ``N`` ranks spawned as
+``--nproc`` spawns them (:func:`~bufcore.runs.demo.ranks.spawn_ranks`): the world size is the
+checkpoint's, and each rank resumes its own part (:func:`resume_rank`: its buffers, loop state,
+and the global curriculum and TD-EMA). Rank 0 alone cuts the log, appends to it and removes
+the kept checkpoint. This process checks everything first (options, every rank's loop state,
+the log), so a run that cannot be resumed is refused before any rank starts.
 """
 
 from __future__ import annotations
@@ -40,10 +47,12 @@ from bufcore.runs.demo.loop import (
     DemoResult,
     _one_thread,
     build_loop,
+    demo_result,
     drive,
 )
 from bufcore.runs.demo.options import DemoOptions
 from bufcore.runs.demo.progress import Progress
+from bufcore.runs.demo.ranks import RESUME_JOB, RankPlan, spawn_ranks
 from bufcore.runs.demo.rundir import WRITER, check_memory, check_run_dir
 from bufcore.runs.demo.state import check_complete, restore
 from bufcore.runs.resume import ResumedRun, resume
@@ -87,11 +96,16 @@ def resume_demo(
     run_dir: str | Path,
     *,
     given: Mapping[str, Any] | None = None,
+    nproc: int | None = None,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DemoResult:
     """Continue the demo run at ``run_dir`` from its latest checkpoint to its last step.
+
+    A run saved by ``N > 1`` ranks continues on ``N`` spawned ranks (the module docstring);
+    ``progress``, ``clock`` and ``sleep`` serve one process only then (the ranks keep wall
+    time).
 
     A run whose checkpoint is its last step's and whose log ends with its ``end`` record is
     finished: nothing is written and its result is returned.
@@ -100,25 +114,35 @@ def resume_demo(
         run_dir: The demo run directory.
         given: Options (by :class:`DemoOptions` field name) the caller asked for; each must
             equal the saved one.
+        nproc: The number of processes the caller asked for (``--nproc``); None for the
+            checkpoint's world size, which it must equal.
         progress: Shows progress (its total is set to the run's steps); none by default.
         clock: Wall-clock time for the log's ``time`` field (and ``--live`` pacing).
         sleep: How ``--live`` waits.
 
     Raises:
         NotARunError, NoCheckpointError, NewerFormatError, MissingStateError: as
-            :func:`bufcore.resume` (an older demo checkpoint lacks its loop state).
-        ValueError: ``given`` differs from the saved options (names them), the run is not a
-            demo run, another process is still writing its log, or the log holds no record
-            of the checkpoint's step (it is behind the checkpoint).
+            :func:`bufcore.resume` (an older demo checkpoint lacks its loop state; an N-rank
+            one must hold every rank's).
+        ValueError: ``given`` differs from the saved options (names them), ``nproc`` from the
+            checkpoint's world size, the run is not a demo run, another process is still
+            writing its log, or the log holds no record of the checkpoint's step (it is
+            behind the checkpoint).
         FileExistsError: the directory holds what a demo run does not write.
         CorruptCheckpointError: a checkpoint file is damaged.
+        RuntimeError: a spawned rank failed (its output is above).
     """
     run = Path(run_dir)
     resumed = resume(run)
     options = saved_options(resumed)
     check_same_options(options, given or {})
-    if progress is not None:
-        progress.total = options.steps
+    world = resumed.world_size
+    if nproc is not None and nproc != world:
+        raise ValueError(
+            f"nproc: the run was saved by {world} rank{'s' * (world != 1)}, given {nproc}; a "
+            "resumed run keeps its world size (each rank's envs and loop state are its own): "
+            "leave --nproc out, or start a new run"
+        )
     check_complete(resumed, prioritized=options.prioritized, generators=GENERATORS)
     check_run_dir(run)
     check_memory(options)
@@ -126,7 +150,46 @@ def resume_demo(
     if appender_holds(log):
         raise ValueError(f"run_dir: {run} is still being written ({METRICS_FILE} is open in a "
                          "running demo); stop it before resuming")
-    keep, logged = _kept_log(log, resumed.step)
+    kept = _kept_log(log, resumed.step)
+    if world > 1:
+        if not (resumed.step == options.steps and "end" in kept[1]):
+            spawn_ranks(run, world, RESUME_JOB)
+            resumed = resume(run)  # the finished run's checkpoint
+        assert resumed.curriculum is not None  # check_complete found run.json's curriculum
+        return demo_result(run, options, resumed.curriculum)
+    if progress is not None:
+        progress.total = options.steps
+    result = _continue(run, resumed, options, kept, progress, clock, sleep)
+    if progress is not None:
+        progress.close()
+    return result
+
+
+def resume_rank(run: Path) -> None:
+    """Continue this process's rank of a data-parallel demo from the run's checkpoint (the
+    group is up, and the launcher checked the run: :func:`resume_demo`)."""
+    resumed = resume(run, rank=RankPlan.current().rank)
+    options = saved_options(resumed)
+    check_complete(resumed, prioritized=options.prioritized, generators=GENERATORS)
+    kept = _kept_log(run / METRICS_FILE, resumed.step) if resumed.rank == 0 else (0, set())
+    _continue(run, resumed, options, kept, None, time.time, time.sleep)
+
+
+def _continue(
+    run: Path,
+    resumed: ResumedRun,
+    options: DemoOptions,
+    kept: tuple[int, set[str]],
+    progress: Progress | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> DemoResult:
+    """Build the loop around the checkpoint, give every piece its state and drive it from the
+    checkpoint's step on. The log (cut back first at ``kept``: :func:`_kept_log`) and the kept
+    checkpoints are rank 0's business; other ranks pass ``(0, set())``."""
+    writes = resumed.rank == 0
+    log = run / METRICS_FILE
+    keep, logged = kept
     with _one_thread():
         try:
             loop = build_loop(run, options, _buffers(resumed))
@@ -135,17 +198,16 @@ def resume_demo(
             raise CorruptCheckpointError(resumed.checkpoint, str(err)) from err
         if resumed.step == options.steps and "end" in logged:
             return loop.result()
-        if keep < log.stat().st_size:
-            keep_prefix(log, keep)
-        discard_kept_checkpoint(run, resumed.step)
+        if writes:
+            if keep < log.stat().st_size:
+                keep_prefix(log, keep)
+            discard_kept_checkpoint(run, resumed.step)
         started = clock() - (options.live_seconds or 0.0) * resumed.step / options.steps
         with RunLogger(run, clock=clock, fresh=False) as logger:
-            if "checkpoint" not in logged:
+            if writes and "checkpoint" not in logged:
                 logger.log("checkpoint", resumed.step, loop.checkpoint_record())
             drive(loop, resumed.step + 1, logger, progress, started=started, clock=clock,
                   sleep=sleep)
-    if progress is not None:
-        progress.close()
     return loop.result()
 
 

@@ -98,3 +98,10 @@ def test_one_process_gets_its_value_back_as_the_ranks_of_a_group_would() -> None
     assert distributed.all_gather_json({"pair": (1, 2), "nan": math.nan, 3: "x"}) == [
         {"pair": [1, 2], "nan": pytest.approx(math.nan, nan_ok=True), "3": "x"}
     ]
+
+
+@pytest.mark.parametrize("together", [False, True])
+def test_leaving_without_a_group_does_nothing(together: bool) -> None:
+    distributed.leave_group(together=together)
+    assert not distributed.is_initialized()
+    assert distributed.world_size() == 1

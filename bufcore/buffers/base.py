@@ -18,8 +18,8 @@ The state idiom, as torch users know it:
 - ``from_state_dict(state)`` builds the buffer that data describes, through the class's one
   parser of its saved config (:meth:`Buffer.saved_options`) and its public constructor; the rows
   are copied straight into freshly allocated storage (:mod:`bufcore.buffers.loading`, the one
-  build path every load takes, and the ``__target__`` registry). ``load_state_dict(state)`` does the same in
-  place.
+  build path every load takes, and the ``__target__`` registry). ``load_state_dict(state)``
+  does the same in place.
 - ``save(path)`` and ``load(path)`` are thin wrappers: :mod:`bufcore.persist.checkpoint` writes a
   state dict as a checkpoint directory, and opens one as a state whose rows are read lazily, leaf
   by leaf, so ``load(path, leaves=[...])`` reads only the leaves asked for.

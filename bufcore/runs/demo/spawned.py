@@ -27,8 +27,10 @@ def main(argv: list[str]) -> None:
             resume_rank(Path(run))
         else:
             run_rank(Path(run), DemoOptions(**json.loads(job)))
-    finally:
+    except BaseException:
         distributed.leave_group()
+        raise
+    distributed.leave_group(together=True)
 
 
 if __name__ == "__main__":

@@ -79,21 +79,27 @@ def buffer_rows(
     return rows
 
 
-def rank_rows(entries: tuple[BufferEntry, ...]) -> list[dict[str, Any]]:
-    """For a run saved by several ranks: one row per buffer, each rank's rows held (of its
-    capacity) side by side and their total; empty for a one-rank run."""
+def rank_rows(
+    entries: tuple[BufferEntry, ...], replicated: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """For a run saved by several ranks: one row per buffer, how the ranks hold it, each
+    rank's rows held (of its capacity) side by side, and the distinct rows in all: the sum
+    over the ranks of a sharded buffer, one rank's of a ``replicated`` one (every rank holds
+    the same rows); empty for a one-rank run."""
     table: dict[str, dict[str, Any]] = {}
     for entry in entries:
         base, rank = split_rank(entry.name)
         if rank is None:
             continue
-        row = table.setdefault(base, {"buffer": base, "total rows": 0})
+        held = "replicated" if base in replicated else "sharded"
+        row = table.setdefault(base, {"buffer": base, "held": held, "rows in all": 0})
         s = entry.summary
         row[f"rank {rank}"] = "unreadable" if s is None else f"{s.length:,} / {s.capacity:,}"
-        row["total rows"] += 0 if s is None else s.length
+        if s is not None and (held == "sharded" or rank == 0):
+            row["rows in all"] += s.length
     # The total last, after every rank's column.
-    return [{**{k: v for k, v in row.items() if k != "total rows"}, "total rows": row["total rows"]}
-            for row in table.values()]
+    return [{**{k: v for k, v in row.items() if k != "rows in all"},
+             "rows in all": row["rows in all"]} for row in table.values()]
 
 
 # ------------------------------------------------------------------------------ health check

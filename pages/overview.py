@@ -141,12 +141,14 @@ if source is not None and data is not None:
     else:
         rows = buffer_rows(data.buffers, health)
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-        ranks = rank_rows(data.buffers)
+        ranks = rank_rows(data.buffers, () if data.run is None else data.run.replicated)
         if ranks:
             st.subheader("Ranks")
             st.caption(
-                f"Saved by {len(ranks[0]) - 2} ranks (`checkpoint/buffers/<name>/rank_<r>/`): "
-                "the rows each rank's buffer holds, of its capacity."
+                f"Saved by {len(ranks[0]) - 3} ranks (`checkpoint/buffers/<name>/rank_<r>/`): "
+                "the rows each rank's buffer holds, of its capacity. A sharded buffer's rows "
+                "differ by rank; a replicated one's are the same on every rank, so its rows "
+                "in all are one rank's."
             )
             st.dataframe(pd.DataFrame(ranks), hide_index=True, width="stretch")
         for entry in data.buffers:

@@ -298,14 +298,18 @@ def render(inspection: Inspection) -> list[str]:
         )
     if not inspection.buffers:
         lines.append("buffers: none")
-    lines += _rank_lines(inspection.buffers)
+    lines += _rank_lines(inspection.buffers,
+                         () if inspection.run is None else inspection.run.replicated)
     for name, summary in inspection.buffers:
         lines += ["", *_buffer_lines(name, summary)]
     return lines
 
 
-def _rank_lines(buffers: tuple[tuple[str, CheckpointSummary], ...]) -> list[str]:
-    """Rows held per rank, side by side, for a checkpoint saved by several ranks."""
+def _rank_lines(
+    buffers: tuple[tuple[str, CheckpointSummary], ...], replicated: tuple[str, ...]
+) -> list[str]:
+    """Rows held per rank, side by side, for a checkpoint saved by several ranks, and the
+    distinct rows in all (one rank's of a buffer every rank holds alike)."""
     table = rank_occupancy(buffers)
     if not table:
         return []
@@ -315,7 +319,10 @@ def _rank_lines(buffers: tuple[tuple[str, CheckpointSummary], ...]) -> list[str]
     for name, ranks in table.items():
         cells = "  ".join(f"rank {r}: {length:,}/{capacity:,}"
                           for r, (length, capacity) in enumerate(ranks))
-        lines.append(f"  {name:<{width}}  {cells}  (total {sum(n for n, _ in ranks):,})")
+        if name in replicated:
+            lines.append(f"  {name:<{width}}  {cells}  (replicated: {ranks[0][0]:,} in all)")
+        else:
+            lines.append(f"  {name:<{width}}  {cells}  (total {sum(n for n, _ in ranks):,})")
     return lines
 
 

@@ -593,6 +593,8 @@ class RunCheckpointSummary:
         options: The run's options as saved (plain JSON).
         curriculum: The curriculum, or None when not saved.
         td_ema: The TD-EMA state, or None when not saved.
+        replicated: Buffers every rank holds alike, of a checkpoint saved by several ranks
+            (run.json's ``replicated``; empty for one rank).
     """
 
     path: Path
@@ -602,6 +604,7 @@ class RunCheckpointSummary:
     options: dict[str, Any]
     curriculum: CurriculumSummary | None
     td_ema: TDEMASummary | None
+    replicated: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -657,7 +660,14 @@ def _run_summary(where: Path, run: Field) -> RunCheckpointSummary:
         options=dict(options.value),
         curriculum=None if curriculum.value is None else _curriculum(curriculum),
         td_ema=None if td_ema.value is None else _td_ema(td_ema),
+        replicated=tuple(run.optional("replicated", []).validate(_names)),
     )
+
+
+def _names(value: Any, where: str) -> list[str]:
+    if isinstance(value, list) and all(isinstance(name, str) for name in value):
+        return value
+    raise TypeError(f"{where}: expected a list of buffer names, got {value!r:.80}")
 
 
 def _seed(value: Any, where: str) -> int | None:

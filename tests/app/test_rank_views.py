@@ -35,9 +35,21 @@ def test_rank_rows_put_each_ranks_occupancy_side_by_side(two_ranks: Path) -> Non
     data = read_source(two_ranks, roots=[two_ranks.parent])
     rows = {row["buffer"]: row for row in rank_rows(data.buffers)}
     assert list(rows) == ["expert", "train", "z"]
-    assert list(rows["z"]) == ["buffer", "rank 0", "rank 1", "total rows"]
+    assert list(rows["z"]) == ["buffer", "held", "rank 0", "rank 1", "rows in all"]
     z = [e.summary for e in data.buffers if e.name.startswith("z/")]
-    assert rows["z"]["total rows"] == sum(s.length for s in z if s is not None)
+    assert rows["z"]["held"] == "sharded"
+    assert rows["z"]["rows in all"] == sum(s.length for s in z if s is not None)
+
+
+def test_a_replicated_buffers_rows_in_all_are_one_ranks(two_ranks: Path) -> None:
+    data = read_source(two_ranks, roots=[two_ranks.parent])
+    assert data.run is not None and data.run.replicated == ("expert",)
+    rows = {row["buffer"]: row for row in rank_rows(data.buffers, data.run.replicated)}
+    expert = next(e.summary for e in data.buffers if e.name == "expert/rank_0")
+    assert expert is not None
+    assert rows["expert"]["held"] == "replicated"
+    assert rows["expert"]["rows in all"] == expert.length
+    assert rows["train"]["held"] == "sharded"
 
 
 def test_a_one_rank_run_has_no_rank_rows(demo_run: Path) -> None:
@@ -51,6 +63,7 @@ def test_the_overview_shows_a_ranks_table(dashboard: Dashboard, two_ranks: Path)
     tables = [frame.value for frame in at.dataframe]
     ranks = next(t for t in tables if "rank 1" in t.columns)
     assert list(ranks["buffer"]) == ["expert", "train", "z"]
+    assert list(ranks["held"]) == ["replicated", "sharded", "sharded"]
     assert any("Saved by 2 ranks" in caption.value for caption in at.caption)
 
 
@@ -62,3 +75,11 @@ def test_inspect_lists_the_ranks_occupancy_side_by_side(two_ranks: Path) -> None
     lengths = [s.length for name, s in inspection.buffers if name.startswith("train/")]
     assert f"(total {sum(lengths):,})" in train
     assert "buffer train/rank_1: TrajectoryDictBufferMultiDim" in "\n".join(lines)
+
+
+def test_inspect_counts_a_replicated_buffers_rows_once(two_ranks: Path) -> None:
+    inspection = inspect_path(two_ranks)
+    lines = render(inspection)
+    expert = next(line for line in lines if line.strip().startswith("expert ") and "rank 1" in line)
+    length = next(s.length for name, s in inspection.buffers if name == "expert/rank_0")
+    assert expert.endswith(f"(replicated: {length:,} in all)")

@@ -177,10 +177,19 @@ def measure(run: Path, pages: tuple[str, ...]) -> dict[str, Any]:
     return result
 
 
+def _pages(text: str) -> tuple[str, ...]:
+    """``--pages``: the comma-separated paths, stripped (``"fifo, "`` -> ``("fifo", "")``)."""
+    return tuple(item.strip() for item in text.split(","))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dashboard_browser",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, help="a run directory (default: a fresh demo run)")
+    parser.add_argument("--pages", type=_pages, default=PAGES,
+                        help="comma-separated URL paths to measure, as in the address bar "
+                        "after the host (`fifo,curriculum`; an empty item is the Overview; "
+                        "default: every page)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-browser-") as scratch:
         run = args.run
@@ -189,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
 
             run = Path(scratch) / "demo"
             run_demo(run, DemoOptions())
-        result = measure(run, PAGES)
+        result = measure(run, args.pages)
     print(json.dumps(result, indent=1))
     return 0
 

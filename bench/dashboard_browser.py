@@ -104,6 +104,9 @@ def open_page(context: Any, url: str) -> tuple[Any, float]:
 
 def resample(tab: Any) -> float:
     """Seconds from a click on Resample until the next seed's batch is shown and drawn."""
+    # Under load the first run's caption can land after the status widget went idle.
+    tab.wait_for_function("() => /Seed \\d+:/.test(document.body.innerText)",
+                          timeout=TIMEOUT_MS, polling=10)
     seed = int(re.search(r"Seed (\d+):", tab.inner_text("body")).group(1))  # type: ignore[union-attr]
     start = time.perf_counter()
     tab.get_by_role("button", name="Resample").click()

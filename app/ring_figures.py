@@ -46,22 +46,26 @@ def ring_figure(state: RingState) -> Spec:
     palette = [FILLED, EMPTY, CURSOR]
     marks = []
     if state.oldest is not None and state.newest is not None:
-        for what, slot, radius, colour, glyph in (
+        for what, slot, at, colour, glyph in (
             ("oldest row", state.oldest, 2.35, OLDEST, "\u25cf"),
             ("newest row", state.newest, 0.7, NEWEST, "\u25c6"),
         ):
             names.append(f"{what}: slot {slot:,}")
             palette.append(colour)
-            marks.append({"slot": slot + 0.5, "r": radius, "label": names[-1], "glyph": glyph})
+            marks.append({"slot": slot + 0.5, "r": at, "label": names[-1], "glyph": glyph})
     legend = colours(names, palette, field="label")
-    theta = {"type": "quantitative",
-             "scale": {"type": "linear", "domain": [0, state.capacity], "range": [0, 2 * np.pi],
-                       "zero": False, "nice": False}}
-    radius = {"type": "quantitative",
-              "scale": {"type": "linear", "domain": [0, RING_EXTENT],
-                        # The plot's size once the title and legend took theirs.
-                        "range": [0, {"expr": "min(width, height) / 2 - 14"}],
-                        "zero": True, "nice": False}}
+    theta: Spec = {
+        "type": "quantitative",
+        "scale": {"type": "linear", "domain": [0, state.capacity], "range": [0, 2 * np.pi],
+                  "zero": False, "nice": False},
+    }
+    radius: Spec = {
+        "type": "quantitative",
+        # The plot's size once the title and legend took theirs.
+        "scale": {"type": "linear", "domain": [0, RING_EXTENT],
+                  "range": [0, {"expr": "min(width, height) / 2 - 14"}], "zero": True,
+                  "nice": False},
+    }
     layers = [
         layer({"type": "arc"}, data="arcs", encoding={
             "theta": {"field": "start", **theta}, "theta2": {"field": "end"},

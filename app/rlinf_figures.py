@@ -116,7 +116,9 @@ def id_strip_figure(ids: np.ndarray, states: np.ndarray) -> Spec:
     newest end of the id list (a Vega-Lite spec, as the FIFO page draws only those)."""
     present = [state for state in STATES if (states == state).any()]
     names = {state: f"{LEGEND[state]} ({int((states == state).sum()):,})" for state in present}
-    span = position("left", title="trajectory id", whole=True)
+    low, high = (int(ids.min()), int(ids.max())) if len(ids) else (0, 0)
+    span = position("left", title="trajectory id", whole=True,
+                    scale={"domain": [low - 0.5, high + 0.5]}, axis={"grid": False})
     strip = layer(
         {"type": "rect"}, data="ids", params=[zoom("x")],
         transform=[{"calculate": "datum.id - 0.5", "as": "left"},

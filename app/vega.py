@@ -26,8 +26,8 @@ CONFIG: Spec = {
                "symbolLimit": 20, "columns": 4},
     "title": {"anchor": "start", "subtitleFontSize": 11, "subtitlePadding": 4},
 }
-# A tooltip-only point is this large (square pixels): easy to hit, never seen.
-HOVER_SIZE = 80
+# A tooltip-only point is this large (square pixels, ~10 px across): easy to hit, never seen.
+HOVER_SIZE = 300
 
 
 def chart(

@@ -205,6 +205,8 @@ def test_the_id_strip_colours_every_id_by_its_state_named_with_its_count(
     ids = strip["datasets"]["ids"]
     np.testing.assert_array_equal(ids["id"], index.ids)
     assert list(ids["name"]) == [names[STATES.index(s)] for s in state]
+    assert cells["encoding"]["x"]["scale"]["domain"] == [index.ids.min() - 0.5,
+                                                         index.ids.max() + 0.5]
 
 
 def test_the_window_history_draws_the_oldest_and_newest_id_after_each_add(

@@ -8,9 +8,8 @@ long series alone: browsers allow a page only a few WebGL contexts. Charts take 
 from the dashboard's theme (Streamlit's plotly template, which plotly applies by default):
 naming another template per figure cost 20-50 ms of server time for each chart drawn. Axes
 that count things (rows, slots, envs, draws, rounds) tick on whole numbers through
-:func:`whole_number_ticks`;
-reference lines (a mean, a cursor, a threshold) are named in the legend through
-:func:`reference_line`, so no label is ever written over the bars.
+:func:`whole_number_ticks`; reference lines (a mean, a cursor, a threshold) are named in the
+legend through :func:`reference_line`, so no label is ever written over the bars.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """What every dashboard chart shares: the dashboard's theme, axis titles, a point-count note.
 
 Figure builders elsewhere in app/ take numpy arrays and return ``plotly.graph_objects.Figure``;
-they call :func:`styled` last so all charts look alike. Line charts with many points use
-``Scattergl`` (WebGL) only through :func:`line_trace`, which keeps WebGL for long series alone:
-browsers allow a page only a few WebGL contexts. Charts take their look from the dashboard's
-theme (Streamlit's plotly template, which plotly applies by default): naming another template
-per figure cost 20-50 ms of server time for each chart drawn. Axes that count things (rows,
-slots, envs, draws, rounds) tick on whole numbers through :func:`whole_number_ticks`;
-reference lines (a mean, a cursor, a threshold) are named in the legend through
-:func:`reference_line`, so no label is ever written over the bars.
+they call :func:`styled` last so all charts look alike (the FIFO page's return Vega-Lite specs
+instead, built with :mod:`app.vega`, which loads no Plotly in the browser). Line charts with
+many points use ``Scattergl`` (WebGL) only through :func:`line_trace`, which keeps WebGL for
+long series alone: browsers allow a page only a few WebGL contexts. Charts take their look
+from the dashboard's theme (Streamlit's plotly template, which plotly applies by default):
+naming another template per figure cost 20-50 ms of server time for each chart drawn. Axes
+that count things (rows, slots, envs, draws, rounds) tick on whole numbers through
+:func:`whole_number_ticks`; reference lines (a mean, a cursor, a threshold) are named in the
+legend through :func:`reference_line`, so no label is ever written over the bars.
 """
 
 from __future__ import annotations

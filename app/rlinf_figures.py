@@ -1,14 +1,16 @@
 """Figures of an RLinf buffer directory: samples per trajectory with the window and cache
 marked, episode lengths inside trajectories, where a draw landed, and the window sliding over
-trajectory ids (numpy arrays in, plotly figures out)."""
+trajectory ids (numpy arrays in, plotly figures out; the FIFO page's two, the id strip and the
+window's history, are Vega-Lite specs drawn with ``st.vega_lite_chart``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from app.figures import line_trace, styled, whole_number_ticks
+from app.figures import styled, whole_number_ticks
 from app.rlinf_view import ABSENT, CACHED, OLDER, STATES, WINDOW, Segments, WindowHistory
+from app.vega import Spec, chart, colours, frame, hover_points, layer, position, tooltip, zoom
 
 COLOURS = {ABSENT: "#e45756", OLDER: "#c7ccd4", WINDOW: "#4c78a8", CACHED: "#f58518"}
 # Legend names: a cached trajectory is (with a cache no larger than the window) in the window.
@@ -109,36 +111,58 @@ def landing_figure(window_ids: np.ndarray, window_samples: np.ndarray, drawn_ids
                   note="a bar is one trajectory's T x B rows; a dot one drawn row")
 
 
-def id_strip_figure(ids: np.ndarray, states: np.ndarray) -> go.Figure:
+def id_strip_figure(ids: np.ndarray, states: np.ndarray) -> Spec:
     """Every trajectory id as one cell coloured by its state: the window and cache at the
-    newest end of the id list."""
-    figure = go.Figure()
-    for state in STATES:
-        mask = states == state
-        if not mask.any():
-            continue
-        figure.add_bar(x=ids[mask], y=np.ones(int(mask.sum())), width=1.0,
-                       name=f"{LEGEND[state]} ({int(mask.sum()):,})", marker_color=COLOURS[state],
-                       marker_line_width=0,
-                       hovertemplate="id %{x}<extra>" + state + "</extra>")
-    figure.update_layout(barmode="overlay", bargap=0, showlegend=True)
-    figure.update_yaxes(visible=False, range=[0, 1])
-    figure.update_xaxes(**whole_number_ticks(float(ids.max() - ids.min()) if len(ids) else 0.0))
-    return styled(figure, title="Trajectory ids, oldest to newest", x="trajectory id", y="",
-                  height=280)
+    newest end of the id list (a Vega-Lite spec, as the FIFO page draws only those)."""
+    present = [state for state in STATES if (states == state).any()]
+    names = {state: f"{LEGEND[state]} ({int((states == state).sum()):,})" for state in present}
+    low, high = (int(ids.min()), int(ids.max())) if len(ids) else (0, 0)
+    span = position("left", title="trajectory id", whole=True,
+                    scale={"domain": [low - 0.5, high + 0.5]}, axis={"grid": False})
+    strip = layer(
+        {"type": "rect"}, data="ids", params=[zoom("x")],
+        transform=[{"calculate": "datum.id - 0.5", "as": "left"},
+                   {"calculate": "datum.id + 0.5", "as": "right"}],
+        encoding={"x": span, "x2": {"field": "right"},
+                  "y": {"datum": 0, "type": "quantitative", "axis": None,
+                        "scale": {"domain": [0, 1]}},
+                  "y2": {"datum": 1},
+                  "color": colours([names[s] for s in present], [COLOURS[s] for s in present],
+                                   field="name"),
+                  "tooltip": tooltip(("id", "id", ",d"), ("state", "state", None))})
+    return chart([strip], title="Trajectory ids, oldest to newest", height=220,
+                 datasets={"ids": frame(id=ids, state=states.astype(str),
+                                        name=[names[s] for s in states])})
 
 
-def history_figure(history: WindowHistory, *, window: int) -> go.Figure:
-    """The window's oldest and newest id after each add: the band slides up the id list."""
-    figure = go.Figure()
-    figure.add_trace(line_trace(history.added, history.oldest, name="oldest id in the window",
-                                line={"color": COLOURS[WINDOW]}))
-    figure.add_trace(line_trace(history.added, history.newest, name="newest id (just added)",
-                                line={"color": COLOURS[WINDOW]}, fill="tonexty",
-                                fillcolor="rgba(76,120,168,0.2)"))
-    span = float(history.added[-1]) if len(history.added) else 0.0
-    figure.update_xaxes(**whole_number_ticks(span))
-    return styled(figure, title="How the window slid as trajectories were added",
-                  x="trajectories added", y="trajectory id",
-                  note=f"window {window or 'all'}: after k adds it holds the newest "
-                  f"{window or 'k'} ids of the list")
+def history_figure(history: WindowHistory, *, window: int) -> Spec:
+    """The window's oldest and newest id after each add: the band slides up the id list
+    (a Vega-Lite spec)."""
+    oldest, newest = "oldest id in the window", "newest id (just added)"
+    added = position("added", title="trajectories added", whole=True)
+    ident = position("id", title="trajectory id", whole=True)
+    lines = (["oldest", "newest"], [oldest, newest])
+    layers = [
+        layer({"type": "area", "opacity": 0.2, "color": COLOURS[WINDOW], "tooltip": None},
+              data="window", params=[zoom("x")],
+              encoding={"x": added, "y": {**ident, "field": "oldest"}, "y2": {"field": "newest"}}),
+        layer({"type": "line", "strokeWidth": 2}, data="window",
+              transform=[{"fold": lines[0], "as": ["which", "id"]},
+                         {"calculate": f"datum.which == 'oldest' ? '{oldest}' : '{newest}'",
+                          "as": "line"}],
+              encoding={"x": added, "y": ident,
+                        "color": colours([oldest, newest], [COLOURS[WINDOW], COLOURS[WINDOW]],
+                                         field="line"),
+                        "strokeDash": {"field": "line", "type": "nominal",
+                                       "scale": {"domain": [oldest, newest],
+                                                 "range": [[5, 3], [1, 0]]},
+                                       "legend": {"title": ""}}}),
+        hover_points("window", x=added, y={**ident, "field": "newest"},
+                     fields=[("added", "trajectories added", ",d"),
+                             ("oldest", "oldest id", ",d"), ("newest", "newest id", ",d")]),
+    ]
+    return chart(layers, title="How the window slid as trajectories were added",
+                 note=f"window {window or 'all'}: after k adds it holds the newest "
+                 f"{window or 'k'} ids of the list",
+                 datasets={"window": frame(added=history.added, oldest=history.oldest,
+                                           newest=history.newest)})

@@ -1,5 +1,6 @@
 """Figures of the Sampling lab: where a batch landed and empirical against expected frequency
-(numpy arrays in, plotly figures out)."""
+(numpy arrays in, plotly figures out; the landing map over the episode-end map is a Vega-Lite
+spec, as the FIFO page's map it builds on)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import plotly.graph_objects as go
 from app.figures import styled, whole_number_ticks
 from app.ring import BinnedMap, window_runs
 from app.ring_figures import CURSOR, boundary_map_figure
+from app.vega import Spec, colours, frame, layer, position, tooltip
 
 DRAWN = "#e45756"
 EXPECTED = "#9ca3af"
@@ -25,10 +27,11 @@ SEGMENT_LABELS = 40
 def landing_map_figure(
     binned: BinnedMap, cursor: int, starts: np.ndarray, envs: np.ndarray, seq_length: int,
     *, end_key: str, full: bool,
-) -> go.Figure:
-    """The episode-boundary map with each drawn window as a red bar over the time rows it
-    covers (in its env), a dot at its start. A window that runs past the ring's last slot
-    continues at slot 0: it is drawn as two bars (:func:`app.ring.window_runs`).
+) -> Spec:
+    """The episode-end map (a Vega-Lite spec, :func:`app.ring_figures.boundary_map_figure`)
+    with each drawn window as a red bar over the time rows it covers (in its env), a dot at
+    its start. A window that runs past the ring's last slot continues at slot 0: it is drawn
+    as two bars (:func:`app.ring.window_runs`).
 
     Raises:
         ValueError: ``starts`` and ``envs`` differ in length, or as :func:`window_runs`.
@@ -37,30 +40,37 @@ def landing_map_figure(
     envs = np.asarray(envs, dtype=np.int64)
     if starts.shape != envs.shape:
         raise ValueError(f"envs: expected one per start ({starts.shape}), got {envs.shape}")
-    figure = boundary_map_figure(binned, cursor, end_key=end_key, full=full)
+    spec = boundary_map_figure(binned, cursor, end_key=end_key, full=full)
     window, first, last = window_runs(starts, seq_length, binned.time_rows)
-    # Each bar spans its cells (a slot's cell is [slot - 0.5, slot + 0.5]), so a run of one
-    # slot stays visible; None breaks the line between bars.
-    xs = np.column_stack([first - RUN_EDGE, last + RUN_EDGE, np.full(len(first), np.nan)])
-    ys = np.column_stack([envs[window], envs[window], np.full(len(first), np.nan)])
     wraps = int((np.bincount(window, minlength=len(starts)) > 1).sum())
-    figure.add_trace(
-        go.Scatter(x=xs.reshape(-1), y=ys.reshape(-1).astype(np.float64), mode="lines",
-                   line={"color": DRAWN, "width": 3}, connectgaps=False,
-                   name=f"drawn window ({seq_length} rows)", hoverinfo="skip")
-    )
-    figure.add_trace(
-        go.Scatter(x=starts, y=envs, mode="markers", marker={"color": DRAWN, "size": 6},
-                   name="window start", hovertemplate="start row %{x}<br>env %{y}<extra></extra>")
-    )
+    bar, dot = f"drawn window ({seq_length} rows)", "window start"
+    legend = ([bar, dot], [DRAWN, DRAWN])
+    time = position("left", title="time row (physical slot)", whole=True)
+    env = position("env", title="env", whole=True)
+    # Each bar spans its cells (a slot's cell is [slot - 0.5, slot + 0.5]), so a run of one
+    # slot stays visible.
+    spec["layer"] += [
+        layer({"type": "rule", "strokeWidth": 3, "tooltip": None}, data="runs",
+              encoding={"x": time, "x2": {"field": "right"}, "y": env,
+                        "color": colours(*legend, datum=bar)}),
+        layer({"type": "circle", "size": 36, "opacity": 1}, data="starts",
+              encoding={"x": {**time, "field": "start"}, "y": env,
+                        "color": colours(*legend, datum=dot),
+                        "tooltip": tooltip(("start", "start row", ",d"), ("env", "env", ",d"))}),
+    ]
+    spec["datasets"] = {
+        **spec["datasets"],
+        "runs": frame(left=first - RUN_EDGE, right=last + RUN_EDGE, env=envs[window]),
+        "starts": frame(start=starts, env=envs),
+    }
     wrapped = (f"; {wraps:,} run past the last slot and continue at slot 0" if wraps else "")
-    figure.update_layout(
-        title={"text": f"Where the batch landed: {len(starts):,} windows on the episode map"
-               f"<br><sup>{binned.caption()}; dark cells end an episode, red = drawn windows"
-               f"{wrapped}; no window crosses a dark cell or the cursor</sup>"},
-        showlegend=True,
-    )
-    return figure
+    spec["title"] = {
+        **spec["title"],
+        "text": f"Where the batch landed: {len(starts):,} windows on the episode map",
+        "subtitle": f"{binned.caption()}; dark cells end an episode, red = drawn windows"
+        f"{wrapped}; no window crosses a dark cell or the cursor",
+    }
+    return spec
 
 
 def row_landing_figure(

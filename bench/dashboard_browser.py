@@ -104,6 +104,9 @@ def open_page(context: Any, url: str) -> tuple[Any, float]:
 
 def resample(tab: Any) -> float:
     """Seconds from a click on Resample until the next seed's batch is shown and drawn."""
+    # Under load the first run's caption can land after the status widget went idle.
+    tab.wait_for_function("() => /Seed \\d+:/.test(document.body.innerText)",
+                          timeout=TIMEOUT_MS, polling=10)
     seed = int(re.search(r"Seed (\d+):", tab.inner_text("body")).group(1))  # type: ignore[union-attr]
     start = time.perf_counter()
     tab.get_by_role("button", name="Resample").click()
@@ -177,10 +180,19 @@ def measure(run: Path, pages: tuple[str, ...]) -> dict[str, Any]:
     return result
 
 
+def _pages(text: str) -> tuple[str, ...]:
+    """``--pages``: the comma-separated paths, stripped (``"fifo, "`` -> ``("fifo", "")``)."""
+    return tuple(item.strip() for item in text.split(","))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dashboard_browser",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, help="a run directory (default: a fresh demo run)")
+    parser.add_argument("--pages", type=_pages, default=PAGES,
+                        help="comma-separated URL paths to measure, as in the address bar "
+                        "after the host (`fifo,curriculum`; an empty item is the Overview; "
+                        "default: every page)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-browser-") as scratch:
         run = args.run
@@ -189,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
             run = Path(scratch) / "demo"
             run_demo(run, DemoOptions())
-        result = measure(run, PAGES)
+        result = measure(run, args.pages)
     print(json.dumps(result, indent=1))
     return 0
 

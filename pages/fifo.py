@@ -56,9 +56,9 @@ def rlinf_fifo(data: SourceData) -> None:
                    help="Indexed trajectories whose file is absent: a load leaves them out, "
                    "and the window skips them.")
     state = states(index, window=window, cache=cache)
-    st.plotly_chart(id_strip_figure(index.ids, state), width="stretch")
-    st.plotly_chart(history_figure(window_history(index, window), window=window),
-                    width="stretch")
+    st.vega_lite_chart(id_strip_figure(index.ids, state), width="stretch")
+    st.vega_lite_chart(history_figure(window_history(index, window), window=window),
+                       width="stretch")
     st.caption(
         "The index records the order trajectories were added in, not when: the x axis counts "
         "adds. After k adds a buffer samples from the newest "
@@ -117,8 +117,8 @@ if source is not None and entry is not None and entry.summary is not None:
         st.info(f"{entry.path}: the buffer is empty; nothing has been written yet.")
     else:
         left, right = st.columns([2, 3])
-        left.plotly_chart(ring_figure(state), width="stretch")
-        right.plotly_chart(
+        left.vega_lite_chart(ring_figure(state), width="stretch")
+        right.vega_lite_chart(
             slot_age_figure(slot_age_series(state), state.capacity, state.cursor), width="stretch"
         )
         st.caption(
@@ -132,7 +132,7 @@ if source is not None and entry is not None and entry.summary is not None:
         flags = ui.end_flags(entry.path, summary.end_key)
         if flags is not None:
             binned = boundary_map(flags)
-            st.plotly_chart(
+            st.vega_lite_chart(
                 boundary_map_figure(binned, state.cursor, end_key=end_name, full=state.full),
                 width="stretch",
             )
@@ -153,4 +153,4 @@ if source is not None and entry is not None and entry.summary is not None:
             "fill over training cannot be shown (a bare checkpoint has no log)."
         )
     else:
-        st.plotly_chart(occupancy_figure(series), width="stretch")
+        st.vega_lite_chart(occupancy_figure(series), width="stretch")

@@ -262,7 +262,7 @@ if data is not None and entry is not None and entry.summary is not None:
         flags = ui.end_flags(entry.path, summary.end_key)
         if flags is not None:
             seq_len = request.seq_length
-            st.plotly_chart(
+            st.vega_lite_chart(
                 landing_map_figure(
                     boundary_map(flags), summary.cursor, columns["time"][::seq_len],
                     columns["env"][::seq_len], seq_len, end_key=end_name, full=summary.full,

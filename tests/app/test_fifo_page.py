@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 import app.ui
 from bufcore import DictBuffer
@@ -15,6 +17,12 @@ def _metric(at: object, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)  # type: ignore[attr-defined]
 
 
+def _titles(at: AppTest) -> list[str]:
+    """The titles of the Vega-Lite charts drawn, in order; the page draws no Plotly chart."""
+    assert not at.get("plotly_chart")
+    return [json.loads(chart.proto.spec)["title"]["text"] for chart in at.get("vega_lite_chart")]
+
+
 def test_the_fifo_page_shows_the_ring_of_the_online_buffer(
     dashboard: Dashboard, demo_run: Path
 ) -> None:
@@ -23,7 +31,9 @@ def test_the_fifo_page_shows_the_ring_of_the_online_buffer(
     config_cursor = _metric(at, "Cursor (next write)")
     assert _metric(at, "Oldest slot") == config_cursor  # a full ring: the oldest is at the cursor
     assert _metric(at, "Wraps") not in ("", "0")
-    assert len(at.get("plotly_chart")) == 4  # ring, slot age, boundary map, occupancy
+    titles = _titles(at)
+    assert [t.split(":")[0].split(" (")[0] for t in titles] == [
+        "Ring", "Slot age", "Episode ends", "Occupancy over training"]
     assert not at.error
 
 
@@ -32,7 +42,8 @@ def test_a_buffer_without_env_axis_shows_no_boundary_map(
 ) -> None:
     at = dashboard("fifo", demo_run, query={"buffer": "z"})
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 3
+    assert not [t for t in _titles(at) if t.startswith("Episode ends")]
+    assert len(_titles(at)) == 3
 
 
 def test_an_empty_buffer_says_so(dashboard: Dashboard, tmp_path: Path) -> None:
@@ -55,7 +66,7 @@ def test_a_torn_log_line_still_draws_occupancy(dashboard: Dashboard, run_copy: P
         log.write('{"step": 9999, "kind": "buff')
     at = dashboard("fifo", run_copy, query={"buffer": "train"})
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 4
+    assert len(_titles(at)) == 4
 
 
 
@@ -93,3 +104,15 @@ def test_the_episode_map_is_headed_as_episode_ends_naming_the_flag(
     headers = [h.value for h in at.subheader]
     assert "Episode ends (the `truncated` flag)" in headers
     assert not [h for h in headers if "boundaries" in h.lower()]
+
+
+def test_the_charts_reach_the_browser_with_their_data_as_arrow(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("fifo", demo_run, query={"buffer": "train"})
+    charts = at.get("vega_lite_chart")
+    # Each chart's frames left the spec for binary Arrow datasets, one per name.
+    named = [sorted(d.name for d in chart.proto.datasets) for chart in charts]
+    assert named == [["arcs"], ["age"], ["ends"], ["occupancy"]]
+    assert all("datasets" not in json.loads(chart.proto.spec) for chart in charts)
+    assert all(d.data.data for chart in charts for d in chart.proto.datasets)

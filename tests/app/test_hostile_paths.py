@@ -176,4 +176,5 @@ def test_a_refused_typed_path_replaces_the_run_in_the_main_area(
     at.sidebar.text_input(key="open_path").input("/etc").run()
     assert not at.exception
     assert any(e.value.startswith("Not opened: /etc") for e in at.main.error)
-    assert not at.get("plotly_chart") and not at.dataframe and not at.metric
+    assert not at.get("plotly_chart") and not at.get("vega_lite_chart")
+    assert not at.dataframe and not at.metric

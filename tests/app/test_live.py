@@ -267,7 +267,9 @@ def test_the_occupancy_figure_names_its_x_axis_as_the_fifo_page_does(records: in
     rows = [buffer_record(s, 1, 4) for s in range(1, records + 1)]
     live = occupancy_figure(occupancy(rows))
     fifo = fifo_occupancy_figure(ring_occupancy(rows, "train"))
-    assert live.layout.xaxis.title.text == fifo.layout.xaxis.title.text
+    fill_line = next(layer for group in fifo["layer"] for layer in group["layer"]
+                     if layer["mark"]["type"] == "line")
+    assert live.layout.xaxis.title.text == fill_line["encoding"]["x"]["axis"]["title"]
 
 
 def test_the_occupancy_figure_refuses_no_series() -> None:

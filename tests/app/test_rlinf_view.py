@@ -16,6 +16,7 @@ from app.rlinf_view import (
     CACHED,
     MAX_READ,
     OLDER,
+    STATES,
     WINDOW,
     batch_columns,
     draw_many,
@@ -186,8 +187,40 @@ def test_the_figures_draw_every_state_and_segment(index: RLinfIndex) -> None:
                                             cache=1).data]
     assert names == ["no file (a load skips it) (1)", "older than the window (2)",
                      "in the window, not cached (2)", "cached (newest) (1)"]
-    assert len(id_strip_figure(index.ids, state).data) == 4
-    assert len(history_figure(window_history(index, 3), window=3).data) == 2
     seg = episode_segments(np.array([[0, 1], [1, 0], [0, 0]], dtype=bool))
     heights = sum(np.asarray(t.y).sum() for t in segment_histogram(seg).data)
     assert heights == len(seg.whole) + len(seg.first) + len(seg.running)
+
+
+def test_the_id_strip_colours_every_id_by_its_state_named_with_its_count(
+    index: RLinfIndex,
+) -> None:
+    state = states(index, window=3, cache=1)
+    strip = id_strip_figure(index.ids, state)
+    names = ["no file (a load skips it) (1)", "older than the window (2)",
+             "in the window, not cached (2)", "cached (newest) (1)"]
+    (cells,) = strip["layer"]
+    assert cells["mark"] == {"type": "rect"}
+    assert cells["encoding"]["color"]["scale"]["domain"] == names
+    ids = strip["datasets"]["ids"]
+    np.testing.assert_array_equal(ids["id"], index.ids)
+    assert list(ids["name"]) == [names[STATES.index(s)] for s in state]
+    assert cells["encoding"]["x"]["scale"]["domain"] == [index.ids.min() - 0.5,
+                                                         index.ids.max() + 0.5]
+
+
+def test_the_window_history_draws_the_oldest_and_newest_id_after_each_add(
+    index: RLinfIndex,
+) -> None:
+    history = window_history(index, 3)
+    spec = history_figure(history, window=3)
+    data = spec["datasets"]["window"]
+    np.testing.assert_array_equal(data["added"], history.added)
+    np.testing.assert_array_equal(data["oldest"], history.oldest)
+    np.testing.assert_array_equal(data["newest"], history.newest)
+    area, lines, _ = spec["layer"]
+    assert (area["encoding"]["y"]["field"], area["encoding"]["y2"]["field"]) == (
+        "oldest", "newest")
+    assert lines["transform"][0] == {"fold": ["oldest", "newest"], "as": ["which", "id"]}
+    assert lines["encoding"]["color"]["scale"]["domain"] == [
+        "oldest id in the window", "newest id (just added)"]

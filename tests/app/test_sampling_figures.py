@@ -17,21 +17,18 @@ from app.sampling_figures import (
     row_landing_figure,
     standardized_deviations,
 )
+from app.vega import Spec
 
 
-def window_bars(figure: go.Figure) -> list[tuple[int, list[int]]]:
-    """Each red bar of the drawn-window trace as ``(env, slots it covers)``."""
-    (trace,) = [t for t in figure.data if str(t.name).startswith("drawn window")]
-    xs, ys = np.asarray(trace.x, dtype=np.float64), np.asarray(trace.y, dtype=np.float64)
-    bars = []
-    for a, b, y in zip(xs[0::3], xs[1::3], ys[0::3], strict=True):
-        first, last = round(a + RUN_EDGE), round(b - RUN_EDGE)
-        bars.append((int(y), list(range(first, last + 1))))
-    return bars
+def window_bars(spec: Spec) -> list[tuple[int, list[int]]]:
+    """Each red bar of the drawn windows as ``(env, slots it covers)``."""
+    runs = spec["datasets"]["runs"]
+    return [(int(env), list(range(round(a + RUN_EDGE), round(b - RUN_EDGE) + 1)))
+            for a, b, env in zip(runs["left"], runs["right"], runs["env"], strict=True)]
 
 
 def figure_for(capacity: int, envs: int, starts: list[int], on: list[int],
-               seq_length: int) -> go.Figure:
+               seq_length: int) -> Spec:
     flags = np.zeros((capacity, envs), dtype=bool)
     return landing_map_figure(boundary_map(flags), 0, np.array(starts), np.array(on),
                               seq_length, end_key="done", full=True)
@@ -55,7 +52,18 @@ def test_every_drawn_window_covers_seq_length_slots(capacity: int) -> None:
 
 def test_the_title_counts_the_windows_that_wrap() -> None:
     figure = figure_for(7, 1, [5, 0], [0, 0], 4)
-    assert "1 run past the last slot" in figure.layout.title.text
+    assert "1 run past the last slot" in figure["title"]["subtitle"]
+
+
+def test_each_window_start_is_a_dot_at_its_row_and_env_over_the_map() -> None:
+    spec = figure_for(7, 3, [5, 2], [1, 2], 4)
+    starts = spec["datasets"]["starts"]
+    assert list(zip(starts["start"], starts["env"], strict=True)) == [(5, 1), (2, 2)]
+    marks = [layer["mark"]["type"] for layer in spec["layer"]]
+    assert marks[0] == "rect" and marks[-2:] == ["rule", "circle"]  # drawn over the cells
+    rule = spec["layer"][-2]
+    assert (rule["encoding"]["x"]["field"], rule["encoding"]["x2"]["field"],
+            rule["encoding"]["y"]["field"]) == ("left", "right", "env")
 
 
 def test_envs_that_do_not_match_the_starts_are_refused() -> None:

@@ -119,6 +119,68 @@ def test_the_metrics_page_draws_the_logged_curves_and_downloads_them_as_csv(
         "train/policy_loss", "train/value_loss", "train/reward_mean"}
 
 
+VEGA_DRAWN = ("() => Array.from(document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]'))"
+              ".every(e => e.querySelector('canvas, svg'))")
+
+
+def plotly_requests(tab: Any) -> list[str]:
+    """The URLs of Plotly's bundle this tab asks for from now on (Streamlit loads it lazily,
+    with the first Plotly chart)."""
+    asked: list[str] = []
+    tab.on("request", lambda r: asked.append(r.url) if "Plotly" in r.url else None)
+    return asked
+
+
+@pytest.mark.parametrize(("query", "count"), [("buffer=train", 4), ("buffer=z", 3)])
+def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
+    browser: Any, dashboard_url: str, query: str, count: int
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        asked = plotly_requests(tab)
+        tab.goto(dashboard_url + "fifo?" + query)
+        settle(tab)
+        charts = tab.locator('[data-testid="stVegaLiteChart"]')
+        charts.nth(count - 1).wait_for()
+        tab.wait_for_function(VEGA_DRAWN)
+        screenshot(tab, f"fifo-{query.split('=')[1]}")
+        assert charts.count() == count
+        assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
+        assert asked == []
+        assert tab.locator(EXCEPTION).count() == 0
+    finally:
+        context.close()
+
+
+def test_hovering_the_fifo_occupancy_chart_shows_a_point_tooltip(
+    browser: Any, dashboard_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(dashboard_url + "fifo?buffer=train")
+        settle(tab)
+        tab.wait_for_function(VEGA_DRAWN)
+        chart = tab.locator('[data-testid="stVegaLiteChart"]').nth(3)
+        chart.scroll_into_view_if_needed()
+        box = chart.bounding_box()
+        tip = tab.locator("#vg-tooltip-element.visible")
+        # Sweep the plot until the pointer meets a point of the fill or wrap line.
+        for fy in [k / 20 for k in range(2, 16)]:
+            for fx in [k / 100 for k in range(5, 98)]:
+                tab.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+                if tip.count():
+                    break
+            if tip.count():
+                break
+        assert "step" in tip.inner_text()
+    finally:
+        context.close()
+
+
 # What each page says the BFM-Zero run lacks; the others draw from its train buffer.
 BFM_ZERO_LACKS = {
     "z_buffer": "This needs a ZBuffer checkpoint",
@@ -283,6 +345,10 @@ def test_every_rlinf_view_opens_an_rlinf_directory(
         assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
         text = tab.locator('[data-testid="stMain"]').inner_text()
         assert RLINF_SHOWS[path] in text.replace("\n", " ")
+        if path == "fifo":  # the id strip and the window's history, drawn by Vega-Lite
+            tab.wait_for_function(VEGA_DRAWN)
+            assert tab.locator('[data-testid="stVegaLiteChart"]').count() == 2
+            assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
     finally:
         context.close()
 

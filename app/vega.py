@@ -1,0 +1,194 @@
+"""Vega-Lite specs for dashboard charts, drawn with ``st.vega_lite_chart`` (Streamlit ships
+Vega-Lite, so a page whose charts are all specs never loads Plotly's bundle, ~1 s per tab).
+
+A spec is a plain dict. Its data travel as named pandas frames in ``spec["datasets"]`` (Streamlit
+sends them to the browser as Arrow, not JSON) and each layer names the frame it draws; a few
+single rows (a reference line's position) stay inline. The helpers give every chart the look of
+the Plotly ones (:mod:`app.figures`): a title with a note under it (such as a downsampling label),
+axis titles, the legend under the plot, whole-number ticks on axes that count things, reference
+lines named in the legend rather than written over the data, tooltips, and wheel zoom / drag pan
+(double-click resets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+Spec = dict[str, Any]
+
+# The look every chart shares; the legend sits under the plot as Plotly's did.
+CONFIG: Spec = {
+    "legend": {"orient": "bottom", "direction": "horizontal", "labelLimit": 400,
+               "symbolLimit": 20, "columns": 4},
+    "title": {"anchor": "start", "subtitleFontSize": 11, "subtitlePadding": 4},
+}
+# A tooltip-only point is this large (square pixels, ~10 px across): easy to hit, never seen.
+HOVER_SIZE = 300
+
+
+def chart(
+    layers: Sequence[Spec], *, title: str, note: str | None = None, height: int = 360,
+    width: int | None = None, datasets: Mapping[str, pd.DataFrame] | None = None,
+    independent_y: bool = False,
+) -> Spec:
+    """A layered chart: ``layers`` over the shared axes, titled, with ``note`` under the title.
+
+    ``height`` is the chart's height in pixels, title, axes and legend included (as Plotly's
+    ``height``); without ``width`` the chart takes its container's width
+    (``st.vega_lite_chart(spec, width="stretch")``). ``independent_y`` gives each layer its own
+    y axis (a second quantity on the right).
+
+    Raises:
+        ValueError: no layers, or a layer naming a dataset that ``datasets`` lacks.
+    """
+    if not layers:
+        raise ValueError("layers: expected at least one layer, got none")
+    named = dict(datasets or {})
+    for index, one in enumerate(layers):
+        name = one.get("data", {}).get("name")
+        if name is not None and name not in named:
+            raise ValueError(f"layers[{index}]: expected a dataset in {sorted(named)}, "
+                             f"got {name!r}")
+    heading: Spec = {"text": title}
+    if note:
+        heading["subtitle"] = note
+    spec: Spec = {"title": heading, "height": height, "layer": list(layers), "config": CONFIG}
+    if width is not None:
+        spec["width"] = width
+    if named:
+        spec["datasets"] = named
+    if independent_y:
+        spec["resolve"] = {"scale": {"y": "independent"}}
+    return spec
+
+
+def layer(
+    mark: str | Spec, *, data: str | Sequence[Mapping[str, Any]], encoding: Spec,
+    transform: Sequence[Spec] = (), params: Sequence[Spec] = (),
+) -> Spec:
+    """One layer: ``mark`` drawing the dataset named ``data`` (or these inline rows)."""
+    spec: Spec = {
+        "data": {"name": data} if isinstance(data, str) else {"values": [dict(r) for r in data]},
+        "mark": mark,
+        "encoding": encoding,
+    }
+    if transform:
+        spec["transform"] = list(transform)
+    if params:
+        spec["params"] = list(params)
+    return spec
+
+
+def frame(**columns: np.ndarray | Sequence[Any]) -> pd.DataFrame:
+    """A dataset: named columns of one length (NaN reaches the browser as null, which marks
+    skip and lines break at)."""
+    return pd.DataFrame({name: np.asarray(values) for name, values in columns.items()})
+
+
+def position(
+    field: str, *, title: str | None, whole: bool = False, scale: Spec | None = None,
+    axis: Spec | None = None,
+) -> Spec:
+    """A quantitative position channel on ``field``: axis titled ``title`` (``None``: no axis),
+    ticked on whole numbers with thousands separators when ``whole`` (counted things: slots,
+    rows, envs, steps, ids), never ``nice``-extended beyond ``scale``'s domain."""
+    channel: Spec = {"field": field, "type": "quantitative"}
+    if title is None:
+        channel["axis"] = None
+    else:
+        channel["axis"] = {"title": title, **(whole_number_axis() if whole else {}), **(axis or {})}
+    if scale is not None:
+        channel["scale"] = {"nice": False, "zero": False, **scale}
+    return channel
+
+
+def whole_number_axis() -> Spec:
+    """Axis settings for a count: integer ticks only (``tickMinStep`` 1; left alone Vega-Lite
+    ticks a span of 3 at 0.5) printed with thousands separators."""
+    return {"format": ",d", "tickMinStep": 1}
+
+
+def colours(domain: Sequence[str], palette: Sequence[str], *, field: str | None = None,
+            datum: str | None = None) -> Spec:
+    """A colour channel from ``field`` (or the constant ``datum``) over the named series of
+    ``domain``, drawn in ``palette``; listed in the legend under the plot, in that order.
+    Layers that pass the same ``domain`` and ``palette`` share one legend.
+
+    Raises:
+        ValueError: ``domain`` and ``palette`` differ in length, or not exactly one of ``field``
+            and ``datum``.
+    """
+    if len(domain) != len(palette):
+        raise ValueError(f"palette: expected {len(domain)} colours, got {len(palette)}")
+    if (field is None) == (datum is None):
+        raise ValueError(f"field, datum: expected exactly one, got {field!r}, {datum!r}")
+    channel: Spec = {"field": field, "type": "nominal"} if field is not None else {"datum": datum}
+    channel["scale"] = {"domain": list(domain), "range": list(palette)}
+    channel["legend"] = {"title": ""}
+    return channel
+
+
+def tooltip(*fields: tuple[str, str, str | None]) -> list[Spec]:
+    """A tooltip listing ``(field, title, format)``; format ``None`` for text fields."""
+    out = []
+    for name, title, fmt in fields:
+        item: Spec = {"field": name, "title": title}
+        if fmt is None:
+            item["type"] = "nominal"
+        else:
+            item.update(type="quantitative", format=fmt)
+        out.append(item)
+    return out
+
+
+def zoom(*encodings: str) -> Spec:
+    """A parameter for one layer: wheel zoom and drag pan over ``encodings`` (``"x"``,
+    ``"y"``); a double-click resets. Streamlit leaves it client-side (no rerun)."""
+    return {"name": "zoom", "select": {"type": "interval", "encodings": list(encodings)},
+            "bind": "scales"}
+
+
+def vertical_rule(x: float, *, colour: str, label: str | None = None,
+                  legend: tuple[Sequence[str], Sequence[str]] | None = None,
+                  dashed: bool = True) -> Spec:
+    """A line across the plot at ``x`` (a cursor, a threshold). With ``legend``, the
+    ``(domain, palette)`` of the chart's colour channel (:func:`colours`), whose domain holds
+    ``label``, the line is named in the legend: a label written on the plot lands on the data
+    wherever it is put.
+
+    Raises:
+        ValueError: ``legend`` without ``label``, or a ``label`` its domain lacks.
+    """
+    encoding: Spec = {"x": {"field": "x", "type": "quantitative"}}
+    mark: Spec = {"type": "rule", "strokeWidth": 2, "color": colour}
+    if dashed:
+        mark["strokeDash"] = [6, 4]
+    if legend is None:
+        mark["tooltip"] = None  # the theme's default tooltip would read "x: 499.5"
+    else:
+        if label is None or label not in legend[0]:
+            raise ValueError(f"label: expected one of {list(legend[0])}, got {label!r}")
+        encoding["color"] = colours(*legend, field="label")
+        encoding["tooltip"] = tooltip(("label", "line", None))
+    return layer(mark, data=[{"x": x, "label": label or ""}], encoding=encoding)
+
+
+def hover_points(data: str, *, x: Spec, y: Spec, fields: Sequence[tuple[str, str, str | None]],
+                 transform: Sequence[Spec] = ()) -> Spec:
+    """Invisible points at every ``(x, y)`` of ``data`` (the line's own position channels)
+    carrying a tooltip: a line mark has one tooltip for its whole path, these give each point
+    its own."""
+    return layer(
+        {"type": "point", "opacity": 0, "size": HOVER_SIZE, "filled": True},
+        data=data, transform=transform, encoding={"x": x, "y": y, "tooltip": tooltip(*fields)},
+    )
+
+
+def group(*layers: Spec) -> Spec:
+    """Layers sharing their scales inside a chart whose y scales are independent (a line and
+    its tooltip points on one axis, another quantity on the other)."""
+    return {"layer": list(layers)}

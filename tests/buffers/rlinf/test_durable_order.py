@@ -1,5 +1,6 @@
-"""The disk buffer makes a trajectory file's rename durable before any index naming it: its
-directory is fsynced between the file's rename and the index's (once per index, not per file)."""
+"""The disk buffer makes a trajectory file and its rename durable before any index naming it: the
+file is fsynced after its rename and the directory after that, both before the index's rename
+(once per index, not per file, for the directory)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pytest
 
 from bufcore import TrajectoryReplayBuffer
 from bufcore.persist import atomic
+from bufcore.persist.rlinf import store
 from tests.buffers.rlinf.rlinf_data import trajectory
 
 
-def test_the_directory_is_fsynced_after_the_files_and_before_the_index_naming_them(
+def test_the_files_then_the_directory_are_fsynced_before_the_index_naming_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events: list[tuple[str, str]] = []
@@ -32,6 +34,7 @@ def test_the_directory_is_fsynced_after_the_files_and_before_the_index_naming_th
             events.append(("rename", Path(target).name))
 
     monkeypatch.setattr(atomic, "fsync_path", recording_fsync)
+    monkeypatch.setattr(store, "fsync_path", recording_fsync)
     monkeypatch.setattr(atomic.os, "replace", recording_replace)
     buffer = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(auto))
     buffer.add_trajectories([trajectory(0), trajectory(1), trajectory(2)])
@@ -40,6 +43,9 @@ def test_the_directory_is_fsynced_after_the_files_and_before_the_index_naming_th
     files = [i for i in renames if events[i][1].endswith(".pt")]
     index = next(i for i in renames if events[i][1] == "trajectory_index.json")
     assert len(files) == 3 and max(files) < index
-    assert ("fsync directory", "auto") in events[max(files) + 1 : index]
+    for i in files:
+        synced = events.index(("fsync file", events[i][1]))
+        assert i < synced < index
+        assert ("fsync directory", "auto") in events[synced + 1 : index]
     # One directory fsync per published JSON file, none per trajectory file.
     assert sum(what == "fsync directory" for what, _ in events) == 2

@@ -4,11 +4,11 @@ Writing: the payload dict (:func:`bufcore.storage.trajectories.payload`) goes th
 ``torch.save`` for the ``pt`` format, or ``pickle.dump`` for ``pkl``. The disk buffer's
 ``auto_save`` serialises it in the caller's thread (:class:`Serializer`: the bytes are the
 queue's copy of the trajectory, taken before ``add_trajectories`` returns, and the writer
-thread only writes them), then :func:`publish_trajectory` writes them into a staging file,
-starts its writeback and renames it into place; the file is fsynced later, with the others
-written since, before the index that names them (:class:`bufcore.persist.rlinf.store.
-TrajectoryStore`). A process that dies leaves each trajectory file whole or absent; a machine
-that loses power may leave a file that no index names yet incomplete (loads never read it;
+thread only writes them), then :func:`publish_trajectory` writes them into a staging file
+and renames it into place; a large file is fsynced later, with the others written since,
+before the index that names them (:class:`bufcore.persist.rlinf.store.TrajectoryStore`). A
+process that dies leaves each trajectory file whole or absent; a machine that loses power may
+leave a large file that no index names yet incomplete (loads never read it;
 ``remove_orphan_files`` removes it). Checkpoints (:func:`write_fsynced`) fsync each file.
 
 Reading never runs code from the file unless the caller opted in (DESIGN §3):
@@ -152,33 +152,32 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def publish_trajectory(path: Path, blob: memoryview) -> None:
+def publish_trajectory(path: Path, blob: memoryview, *, sync: bool) -> None:
     """Put the trajectory file ``path`` holding ``blob`` (:meth:`Serializer.serialize`) in place
-    atomically (staged, renamed), its writeback started but not waited for: the caller fsyncs
-    it before any index names it.
+    atomically (staged, renamed). With ``sync``, the file is fsynced before its rename; without,
+    its writeback is started but not waited for, and the caller fsyncs it before any index
+    names it.
 
     Staging entries a killed writer leaves are not looked for here (that would scan the whole
     directory on every write); :func:`bufcore.persist.rlinf.directory.orphans` finds them.
-    Neither the file nor the directory is fsynced here: the index publish that follows the
-    file, and the only one that may name it, fsyncs the files written since the last one and
-    then the directory (:func:`bufcore.persist.rlinf.directory.publish_index`), so the file
-    and its rename are durable before any index naming them is. One fsync of each per index
-    instead of per file, after a writeback started as each file was written: an fsync right
-    after each file kept the disk idle while the writer wrote the next (see the bench row
-    ``python -m bench --only rlinf``).
+    The directory is not fsynced here: the index publish that follows the file, and the only
+    one that may name it, fsyncs the directory first (:func:`bufcore.persist.rlinf.directory.
+    publish_index`), so the rename is durable before any index naming the file is: one
+    directory fsync per index instead of per file (3-6 ms per file on this machine's disk).
     """
-    publish_file(path, lambda staging: _write_blob(staging, blob),
-                 remove_stale=False, sync_file=False, sync_parent=False)
+    publish_file(path, lambda staging: _write_blob(staging, blob, start=not sync),
+                 remove_stale=False, sync_file=sync, sync_parent=False)
 
 
-def _write_blob(path: Path, blob: memoryview) -> None:
-    """Write ``blob`` to the new file ``path`` and start its writeback."""
+def _write_blob(path: Path, blob: memoryview, *, start: bool) -> None:
+    """Write ``blob`` to the new file ``path``; with ``start``, start its writeback."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         view = blob
         while view:
             view = view[os.write(fd, view) :]
-        start_writeback(fd)
+        if start:
+            start_writeback(fd)
     finally:
         os.close(fd)
 

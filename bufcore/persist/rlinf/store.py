@@ -9,10 +9,18 @@ snapshots and clean-ups, in the order they must reach the disk:
   file, :meth:`TrajectoryStore.adopt` a link to (or copy of) a file of another directory (a
   loaded checkpoint's), and :meth:`TrajectoryStore.publish` the metadata then the index of a
   snapshot taken by the buffer after queueing the files it names: files reach the disk before
-  any index naming them. A trajectory file is renamed into place unsynced (its writeback
-  started); the publish fsyncs every file written since the last one, then the directory,
-  then renames the index. If such an fsync fails, the trajectories whose files were not
-  fsynced are reported lost (:meth:`TrajectoryStore.take_failure`).
+  any index naming them. A trajectory file of :data:`SYNC_LATER_BYTES` or more is renamed
+  into place unsynced, its writeback started, and the next publish fsyncs every such file
+  written since the last one, then the directory, then renames the index. If such an fsync
+  fails, the trajectories whose files were not fsynced are reported lost
+  (:meth:`TrajectoryStore.take_failure`). A smaller file is fsynced by its own job, before its
+  rename.
+
+Needed by (DESIGN rule 5): the deferred fsync, the bench row ``python -m bench --only rlinf``
+(``write``, 17 MB files: an fsync right after each file left the disk idle while the writer
+wrote the next, ~0.5x of the batched way here); fsyncing small files at once, its ``memory``
+row (``[8, 4]`` trajectories of 133 KB, added 50 at a time: an fsync each costs a journal
+commit either way, and deferring them made the adds ~1.7x slower).
 - :meth:`TrajectoryStore.read` returns a trajectory file's content, first waiting for its
   write when that is still queued (RLinf raises ``FileNotFoundError`` or reads a partial file
   there, REFERENCE §9.5).
@@ -39,6 +47,9 @@ from bufcore.persist.rlinf.layout import Format, IndexEntry, Metadata
 from bufcore.persist.rlinf.payload import Serializer, publish_trajectory, read_trajectory
 from bufcore.persist.rlinf.writer import FifoWriter
 from bufcore.persist.syscalls import fsync_path
+
+SYNC_LATER_BYTES = 1 << 20
+"""Trajectory files this large or larger are fsynced by the next index publish, not at once."""
 
 
 class TrajectoryStore:
@@ -70,9 +81,12 @@ class TrajectoryStore:
         blob = self._serializer.serialize(data, self.trajectory_format)
         trajectory_id = entry.trajectory_id
 
+        later = len(blob) >= SYNC_LATER_BYTES
+
         def write() -> None:
-            publish_trajectory(target, blob)
-            self._unsynced.append((target, trajectory_id))
+            publish_trajectory(target, blob, sync=not later)
+            if later:
+                self._unsynced.append((target, trajectory_id))
             self._serializer.recycle(blob)
 
         self._queued(

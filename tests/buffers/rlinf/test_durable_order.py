@@ -15,8 +15,9 @@ from bufcore.persist.rlinf import store
 from tests.buffers.rlinf.rlinf_data import trajectory
 
 
+@pytest.mark.parametrize("later", [0, 1 << 40], ids=["fsynced by the index", "fsynced at once"])
 def test_the_files_then_the_directory_are_fsynced_before_the_index_naming_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    later: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events: list[tuple[str, str]] = []
     fsync, replace = atomic.fsync_path, os.replace
@@ -35,6 +36,7 @@ def test_the_files_then_the_directory_are_fsynced_before_the_index_naming_them(
 
     monkeypatch.setattr(atomic, "fsync_path", recording_fsync)
     monkeypatch.setattr(store, "fsync_path", recording_fsync)
+    monkeypatch.setattr(store, "SYNC_LATER_BYTES", later)
     monkeypatch.setattr(atomic.os, "replace", recording_replace)
     buffer = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(auto))
     buffer.add_trajectories([trajectory(0), trajectory(1), trajectory(2)])
@@ -43,9 +45,11 @@ def test_the_files_then_the_directory_are_fsynced_before_the_index_naming_them(
     files = [i for i in renames if events[i][1].endswith(".pt")]
     index = next(i for i in renames if events[i][1] == "trajectory_index.json")
     assert len(files) == 3 and max(files) < index
-    for i in files:
-        synced = events.index(("fsync file", events[i][1]))
-        assert i < synced < index
-        assert ("fsync directory", "auto") in events[synced + 1 : index]
+    synced = [i for i, (what, name) in enumerate(events)
+              if what == "fsync file" and "trajectory_index" not in name and "metadata" not in name]
+    assert len(synced) == 3 and max(synced) < index
+    if later == 0:  # the final names are fsynced, after their renames
+        assert all(i < events.index(("fsync file", events[i][1])) for i in files)
+    assert ("fsync directory", "auto") in events[max(*synced, *files) + 1 : index]
     # One directory fsync per published JSON file, none per trajectory file.
     assert sum(what == "fsync directory" for what, _ in events) == 2

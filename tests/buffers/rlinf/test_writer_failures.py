@@ -19,15 +19,15 @@ from tests.buffers.rlinf.rlinf_data import assert_consistent, sampled_ids, traje
 REAL_PUBLISH = store_module.publish_trajectory
 
 
-def patch_writes(monkeypatch: pytest.MonkeyPatch, write: Callable[[Path, bytes], None]) -> None:
+def patch_writes(monkeypatch: pytest.MonkeyPatch, write: Callable[..., None]) -> None:
     monkeypatch.setattr(store_module, "publish_trajectory", write)
 
 
-def failing_on(*ids: int) -> Callable[[Path, bytes], None]:
-    def write(path: Path, blob: bytes) -> None:
+def failing_on(*ids: int) -> Callable[..., None]:
+    def write(path: Path, blob: memoryview, *, sync: bool) -> None:
         if any(path.name.startswith(f"trajectory_{i}_") for i in ids):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        REAL_PUBLISH(path, blob)
+        REAL_PUBLISH(path, blob, sync=sync)
 
     return write
 
@@ -45,10 +45,10 @@ def test_a_read_of_a_trajectory_whose_write_is_queued_waits_for_it(
 ) -> None:
     started = threading.Event()
 
-    def slow(path: Path, blob: bytes) -> None:
+    def slow(path: Path, blob: memoryview, *, sync: bool) -> None:
         started.set()
         time.sleep(0.2)
-        REAL_PUBLISH(path, blob)
+        REAL_PUBLISH(path, blob, sync=sync)
 
     patch_writes(monkeypatch, slow)
     rb = auto(tmp_path, enable_cache=False)
@@ -63,9 +63,9 @@ def test_a_read_of_a_trajectory_whose_write_is_queued_waits_for_it(
 def test_flush_waits_for_every_queued_write(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    def slow(path: Path, blob: bytes) -> None:
+    def slow(path: Path, blob: memoryview, *, sync: bool) -> None:
         time.sleep(0.05)
-        REAL_PUBLISH(path, blob)
+        REAL_PUBLISH(path, blob, sync=sync)
 
     patch_writes(monkeypatch, slow)
     rb = auto(tmp_path)
@@ -150,6 +150,7 @@ def test_a_failed_fsync_before_the_index_is_raised_and_the_unsynced_trajectories
         real_fsync(path, directory=directory)
 
     monkeypatch.setattr(store_module, "fsync_path", failing)
+    monkeypatch.setattr(store_module, "SYNC_LATER_BYTES", 0)  # every file fsynced by the index
     rb = auto(tmp_path)
     rb.add_trajectories([trajectory(0)])
     rb.flush()

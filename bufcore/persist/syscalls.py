@@ -14,7 +14,7 @@ two create-only savers exactly one wins). ``renameat2`` is Linux-only; elsewhere
 that they cannot and :mod:`bufcore.persist.atomic` falls back. ``start_writeback``: the bench
 row ``python -m bench --only rlinf`` (``write``): the disk trajectory buffer's writer starts each
 file's writeback as soon as it is written and fsyncs the files once, before the index that
-names them; on this machine that is the difference between ~0.6x and ~1x of the raw ceiling
+names them; on this machine that is the difference between ~0.5x and ~1x of the raw ceiling
 (an fsync right after each file leaves the disk idle while the next file is written, and one
 before the index without the early start leaves the CPU idle while the disk catches up).
 """

@@ -70,6 +70,33 @@ def raw_write(path: Path, data: np.ndarray) -> float:
     return seconds
 
 
+def raw_write_files(directory: Path, data: np.ndarray, count: int) -> float:
+    """Seconds to write ``data``'s bytes as ``count`` new files of ``directory`` (equal parts,
+    the last one shorter), each fsynced after it is written, then fsync the directory."""
+    view = data.reshape(-1).view(np.uint8).data
+    size = -(-len(view) // count)
+
+    def write() -> None:
+        for number in range(count):
+            chunk = view[number * size : (number + 1) * size]
+            fd = os.open(directory / f"raw-{number}.bin", os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                         0o644)
+            try:
+                while chunk:
+                    chunk = chunk[os.write(fd, chunk) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    seconds, _ = timed(write)
+    return seconds
+
+
 def raw_read(path: Path, out: np.ndarray) -> float:
     """Seconds to read ``path`` cold and sequentially into ``out`` (as large as the file)."""
     drop_cache(path)

@@ -17,9 +17,13 @@ Ops:
   ``close(wait=True)`` (for bufcore: every file fsynced, published, and the index with it);
   timed together, ``write_blocks`` blocks per process, MB/s. ``raw write+fsync``: ``os.write``
   of the same bytes in 64 MiB blocks into one new file of the same directory, then ``fsync``
-  (the ceiling). RLinf's ``close`` waits for its 20 threads' ``torch.save`` calls, which do not
-  fsync: ``rlinf`` is that time (its files may sit in the page cache), ``rlinf + fsync`` adds
-  an ``fsync`` of each of its files afterwards (what bufcore's guarantee costs it).
+  (the ceiling, and the issue's target). ``raw write+fsync, a file each`` (the same child,
+  alternating blocks): the same bytes as ``write_trajectories`` new files of one
+  trajectory's size, each fsynced as soon as written, then the directory (the ceiling of a
+  writer that must put each trajectory in its own durable file). RLinf's ``close`` waits
+  for its 20 threads' ``torch.save`` calls, which do not fsync: ``rlinf`` is that time (its
+  files may sit in the page cache), ``rlinf + fsync`` adds an ``fsync`` of each of its
+  files afterwards (what bufcore's guarantee costs it).
 - ``sample (cached)``: ``sample(1024)`` from a window of ``window`` trajectories (default 100)
   with ``cache_size=window``, after they are written and flushed; rows/s. ``DictBuffer``:
   ``DictBuffer(capacity=rows).sample(1024)`` holding the same rows (the window's rows,
@@ -74,7 +78,7 @@ from typing import Any
 
 from bench.blocks import ROWS_PER_S, OpRecord
 from bench.children import run_json_child
-from bench.disk import drop_cache, raw_read, raw_write
+from bench.disk import drop_cache, raw_read, raw_write, raw_write_files
 from bench.headline import Stats, rotation
 from bench.memory import minor_faults
 from bench.timing import timed
@@ -86,6 +90,7 @@ WRITE, CACHED, COLD, COLD_DISK, MEMORY = (
 )
 BUFCORE, RLINF, DICTBUFFER = "bufcore", "rlinf", "DictBuffer"
 RAW_WRITE, RAW_READ, RLINF_FSYNC = "raw write+fsync", "raw cold read", "rlinf + fsync"
+RAW_FILES = "raw write+fsync, a file each"
 IMPLEMENTATIONS: dict[str, tuple[str, ...]] = {
     WRITE: (BUFCORE, RLINF, RAW_WRITE),
     CACHED: (BUFCORE, DICTBUFFER, RLINF),
@@ -325,13 +330,19 @@ def write_child(spec: RlinfSpec, scratch: Path) -> tuple[str, Measured]:
         nbytes = spec.trajectories * trajectory_bytes(
             make_trajectory(_bare_trajectory(), 0, spec.steps, spec.envs, spec.obs_floats))
         data = np.random.default_rng(0).random(nbytes // 8 + 1)
-        record = OpRecord(MB_PER_S, 1, 1)
+        record, files_record = OpRecord(MB_PER_S, 1, 1), OpRecord(MB_PER_S, 1, 1)
         for block in range(spec.blocks):
             target = scratch / f"raw-{block}.bin"
             seconds = raw_write(target, data)
             record.add(seconds, data.nbytes / 1e6, 0)
             target.unlink()
-        return f"numpy {np.__version__}", [(WRITE, RAW_WRITE, record)]
+            directory = scratch / f"raw-files-{block}"
+            directory.mkdir()
+            seconds = raw_write_files(directory, data, spec.trajectories)
+            files_record.add(seconds, data.nbytes / 1e6, 0)
+            shutil.rmtree(directory)
+        return f"numpy {np.__version__}", [(WRITE, RAW_WRITE, record),
+                                           (WRITE, RAW_FILES, files_record)]
     version, buffer_cls, trajectory_cls = _classes(spec)
     pool = _pool(spec, trajectory_cls)
     source = itertools.cycle(pool).__next__

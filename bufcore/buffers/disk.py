@@ -72,7 +72,7 @@ from bufcore.storage.trajectories import (
     Trajectory,
     TrajectoryRows,
     check_spec,
-    detached,
+    compact,
     from_payload,
     from_rows,
     payload,
@@ -286,8 +286,8 @@ class TrajectoryReplayBuffer:
                 model_weights_id=trajectory.model_weights_id,
             )
             if store is not None:
-                data = payload(detached(trajectory))  # the caller may change its tensors later
-                store.put(entry, data, sum(t.nbytes for t in _tensors(data)))
+                # Serialised by put before this returns: later changes by the caller miss it.
+                store.put(entry, payload(compact(trajectory)))
             self._remember(entry, rows.rows)
             self._next_id += self._id_stride
         if store is not None:
@@ -708,15 +708,6 @@ class TrajectoryReplayBuffer:
         if self._enable_cache and self._cache_size > 0:
             return TrajectoryCache(self._cache_size)
         return None
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """Every tensor in a payload (nested dicts included)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, Mapping):
-        return [t for item in value.values() for t in _tensors(item)]
-    return []
 
 
 def checked_rows(

@@ -144,6 +144,7 @@ def publish_file(
     write: Callable[[Path], None],
     *,
     remove_stale: bool = True,
+    sync_file: bool = True,
     sync_parent: bool = True,
 ) -> None:
     """Run ``write(staging)`` to create a file beside ``path``, then rename it over ``path``.
@@ -155,6 +156,11 @@ def publish_file(
     directory: a writer that publishes many files into one directory (the disk trajectory
     buffer) would pay for every file already there on each write, and removes dead writers'
     leftovers by its own call instead (``bufcore.persist.rlinf.directory.orphans``).
+
+    ``sync_file=False`` skips the fsync of the file before its rename: after a crash of the
+    machine (not of the process) the file may be there but not whole, so the caller must fsync
+    it before anything names it. The disk trajectory buffer fsyncs its files in one go before
+    the index that names them (:class:`bufcore.persist.rlinf.store.TrajectoryStore`).
 
     ``sync_parent=False`` skips the fsync of the parent directory after the rename: the file's
     content is on disk, but the rename survives a crash only once something fsyncs that
@@ -181,7 +187,8 @@ def publish_file(
     staging = parent / f"{_staging_prefix(destination)}{secrets.token_hex(8)}"
     try:
         write(staging)
-        fsync_path(staging)
+        if sync_file:
+            fsync_path(staging)
         os.replace(staging, destination)
     except BaseException:
         staging.unlink(missing_ok=True)

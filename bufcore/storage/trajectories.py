@@ -229,18 +229,30 @@ def check_spec(rows: TrajectoryRows, spec: Spec, where: str) -> None:
         )
 
 
-def detached(trajectory: Trajectory) -> Trajectory:
-    """A copy of ``trajectory`` whose tensors are new contiguous CPU tensors (nothing the
-    caller does to its own tensors later reaches the copy)."""
-    values = {name: _detached(getattr(trajectory, name)) for name in FIELD_NAMES}
+def compact(trajectory: Trajectory) -> Trajectory:
+    """``trajectory`` with every tensor a dense CPU tensor that owns exactly its storage, for
+    serialising (``torch.save`` writes a tensor's whole storage, so a view of a larger tensor
+    would write all of it). A tensor that already is one is kept (detached from autograd, not
+    copied); any other is copied. The result shares those tensors with the caller's: serialise
+    it before the caller can change them."""
+    values = {name: _compact(getattr(trajectory, name)) for name in FIELD_NAMES}
     return Trajectory(**values)
 
 
-def _detached(value: Any) -> Any:
+def _compact(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True).contiguous()
+        owned = (
+            value.device.type == "cpu"
+            and value.layout == torch.strided
+            and not value.is_conj()
+            and not value.is_neg()
+            and value.is_contiguous()
+            and value.storage_offset() == 0
+            and value.untyped_storage().nbytes() == value.nbytes
+        )
+        return value.detach() if owned else value.detach().to("cpu", copy=True).contiguous()
     if isinstance(value, Mapping):
-        return {key: _detached(item) for key, item in value.items()}
+        return {key: _compact(item) for key, item in value.items()}
     return value
 
 

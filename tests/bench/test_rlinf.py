@@ -24,6 +24,7 @@ from bench.rlinf import (
     COLD_DISK,
     DICTBUFFER,
     MEMORY,
+    RAW_FILES,
     RAW_READ,
     RAW_WRITE,
     RLINF,
@@ -85,7 +86,7 @@ def records(child: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     ("op", "implementation", "expected"),
     [
         (WRITE, BUFCORE, {(WRITE, BUFCORE): "MB/s"}),
-        (WRITE, RAW_WRITE, {(WRITE, RAW_WRITE): "MB/s"}),
+        (WRITE, RAW_WRITE, {(WRITE, RAW_WRITE): "MB/s", (WRITE, RAW_FILES): "MB/s"}),
         (CACHED, BUFCORE, {(CACHED, BUFCORE): "rows/s"}),
         (CACHED, DICTBUFFER, {(CACHED, DICTBUFFER): "rows/s"}),
         (COLD, BUFCORE, {(COLD, BUFCORE): "rows/s", (COLD_DISK, BUFCORE): "MB/s"}),

@@ -10,7 +10,7 @@ import torch
 from bufcore import Trajectory
 from bufcore.storage.trajectories import (
     FIELD_NAMES,
-    detached,
+    compact,
     from_payload,
     from_rows,
     payload,
@@ -162,10 +162,26 @@ def test_a_payload_of_the_wrong_kind_is_refused(data: Any) -> None:
         from_payload(data, max_episode_length=0)
 
 
-def test_a_detached_copy_shares_no_memory_with_the_original() -> None:
-    original = Trajectory(rewards=numbered(2, 2), curr_obs={"x": numbered(2, 2, 3)[:, :, :2]})
-    copy = detached(original)
-    original.rewards += 1
-    original.curr_obs["x"] += 1
-    assert torch.equal(copy.rewards, numbered(2, 2))
-    assert copy.curr_obs["x"].is_contiguous()
+def test_compact_keeps_a_tensor_that_owns_its_whole_storage_without_copying_it() -> None:
+    original = Trajectory(rewards=numbered(2, 2).float().requires_grad_())
+    kept = compact(original).rewards
+    assert kept is not None and original.rewards is not None
+    assert kept.data_ptr() == original.rewards.data_ptr()
+    assert not kept.requires_grad
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda t: t[:, :, :2],  # not contiguous
+        lambda t: t[1:],  # contiguous, at an offset into a larger storage
+        lambda t: t[:1],  # contiguous at offset 0, but its storage is larger
+    ],
+)
+def test_compact_copies_a_view_of_a_larger_tensor_into_its_own_storage(view: Any) -> None:
+    base = numbered(2, 2, 3)
+    original = Trajectory(curr_obs={"x": view(base)})
+    copy = compact(original).curr_obs["x"]
+    base += 1
+    assert torch.equal(copy, view(numbered(2, 2, 3)))
+    assert copy.is_contiguous() and copy.untyped_storage().nbytes() == copy.nbytes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -292,6 +293,48 @@ def test_files_are_rlinfs_torch_dicts_read_with_weights_only(tmp_path: Path) -> 
     assert json.loads((tmp_path / "metadata.json").read_text()) == {
         "trajectory_format": "pt", "size": 1, "total_samples": 6, "trajectory_counter": 1,
         "seed": 1234}
+
+
+@pytest.mark.parametrize("cache_size", [0, 5])
+def test_changing_the_callers_tensors_after_add_changes_neither_its_file_nor_its_samples(
+    cache_size: int, tmp_path: Path
+) -> None:
+    rb = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path), cache_size=cache_size)
+    gate = threading.Event()
+    rb.add_trajectories([trajectory(0)])
+    rb._store._writer.submit(gate.wait)  # type: ignore[union-attr]  # hold the writer back
+    given = trajectory(2)
+    rb.add_trajectories([given])
+    for tensor in (given.actions, given.rewards, given.prev_logprobs, given.curr_obs["state"],
+                   given.next_obs["state"]):
+        tensor.add_(7)
+    given.dones.logical_not_()
+    gate.set()
+    rb.flush()
+    data = torch.load(tmp_path / "trajectory_1_w.pt", weights_only=True)
+    expected = trajectory(2)
+    assert torch.equal(data["rewards"], expected.rewards)
+    assert torch.equal(data["curr_obs"]["state"], expected.curr_obs["state"])
+    assert torch.equal(data["dones"], expected.dones)
+    rb.clear_cache()  # rows from the file too, not only the cache
+    batch = rb.sample(200)
+    assert set(sampled_ids(batch)) == {0, 2}
+    assert_consistent(batch)
+
+
+def test_a_view_of_a_larger_tensor_is_saved_without_the_rest_of_its_storage(
+    tmp_path: Path,
+) -> None:
+    rb = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path))
+    given = trajectory(1)
+    wide = torch.rand(3, 2, 10_000)
+    given.curr_obs["extra"] = wide[:, :, :1]
+    rb.add_trajectories([given])
+    rb.close()
+    path = tmp_path / "trajectory_0_w.pt"
+    assert path.stat().st_size < wide.nbytes // 10
+    data = torch.load(path, weights_only=True)
+    assert torch.equal(data["curr_obs"]["extra"], wide[:, :, :1])
 
 
 def test_a_process_ending_without_close_leaves_every_queued_trajectory_on_disk(

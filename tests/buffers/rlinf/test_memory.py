@@ -65,8 +65,9 @@ def test_the_index_takes_well_under_a_kilobyte_per_trajectory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # What the buffer keeps does not depend on the disk: skip the writes to keep this fast.
-    monkeypatch.setattr(store_module, "publish_trajectory", lambda *args: None)
+    monkeypatch.setattr(store_module, "publish_trajectory", lambda *args, **options: None)
     monkeypatch.setattr(store_module, "publish_index", lambda *args: None)
+    monkeypatch.setattr(store_module, "fsync_path", lambda *args: None)
     rb = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path), enable_cache=False)
     small = Trajectory(rewards=torch.zeros(2, 2), model_weights_id="step_1")
     rb.add_trajectories([small])

@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,15 +19,15 @@ from tests.buffers.rlinf.rlinf_data import assert_consistent, sampled_ids, traje
 REAL_PUBLISH = store_module.publish_trajectory
 
 
-def patch_writes(monkeypatch: pytest.MonkeyPatch, write: Callable[[Path, Any, Any], None]) -> None:
+def patch_writes(monkeypatch: pytest.MonkeyPatch, write: Callable[..., None]) -> None:
     monkeypatch.setattr(store_module, "publish_trajectory", write)
 
 
-def failing_on(*ids: int) -> Callable[[Path, Any, Any], None]:
-    def write(path: Path, data: Any, fmt: Any) -> None:
+def failing_on(*ids: int) -> Callable[..., None]:
+    def write(path: Path, blob: memoryview, *, sync: bool) -> None:
         if any(path.name.startswith(f"trajectory_{i}_") for i in ids):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        REAL_PUBLISH(path, data, fmt)
+        REAL_PUBLISH(path, blob, sync=sync)
 
     return write
 
@@ -46,10 +45,10 @@ def test_a_read_of_a_trajectory_whose_write_is_queued_waits_for_it(
 ) -> None:
     started = threading.Event()
 
-    def slow(path: Path, data: Any, fmt: Any) -> None:
+    def slow(path: Path, blob: memoryview, *, sync: bool) -> None:
         started.set()
         time.sleep(0.2)
-        REAL_PUBLISH(path, data, fmt)
+        REAL_PUBLISH(path, blob, sync=sync)
 
     patch_writes(monkeypatch, slow)
     rb = auto(tmp_path, enable_cache=False)
@@ -64,9 +63,9 @@ def test_a_read_of_a_trajectory_whose_write_is_queued_waits_for_it(
 def test_flush_waits_for_every_queued_write(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    def slow(path: Path, data: Any, fmt: Any) -> None:
+    def slow(path: Path, blob: memoryview, *, sync: bool) -> None:
         time.sleep(0.05)
-        REAL_PUBLISH(path, data, fmt)
+        REAL_PUBLISH(path, blob, sync=sync)
 
     patch_writes(monkeypatch, slow)
     rb = auto(tmp_path)
@@ -138,3 +137,29 @@ def test_an_index_queued_behind_a_failed_file_is_never_published(
     assert index_ids(tmp_path) == [0]  # not [0, 1]: its file is missing
     with pytest.raises(OSError, match="No space left"):
         rb.flush()
+
+
+def test_a_failed_fsync_before_the_index_is_raised_and_the_unsynced_trajectories_leave(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real_fsync = store_module.fsync_path
+
+    def failing(path: Path, *, directory: bool = False) -> None:
+        if path.name.startswith("trajectory_1_"):
+            raise OSError(errno.EIO, "Input/output error", str(path))
+        real_fsync(path, directory=directory)
+
+    monkeypatch.setattr(store_module, "fsync_path", failing)
+    monkeypatch.setattr(store_module, "SYNC_LATER_BYTES", 0)  # every file fsynced by the index
+    rb = auto(tmp_path)
+    rb.add_trajectories([trajectory(0)])
+    rb.flush()
+    rb.add_trajectories([trajectory(1), trajectory(2)])  # both fsynced by the one index after
+    with pytest.raises(OSError, match="Input/output error") as caught:
+        rb.flush()
+    if sys.version_info >= (3, 11):
+        assert "trajectories [1, 2] were not written" in str(caught.value.__notes__)
+    assert len(rb) == 1
+    rb.flush()
+    assert index_ids(tmp_path) == [0]
+    assert set(sampled_ids(rb.sample(50))) == {0}

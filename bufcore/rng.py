@@ -16,7 +16,7 @@ import base64
 import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -40,6 +40,14 @@ def make_generator(device: torch.device, seed: int | None, *, rank: int = 0) -> 
     else:
         generator.manual_seed(seed)
     return generator
+
+
+@overload
+def stream_seed(seed: int, rank: int) -> int: ...
+
+
+@overload
+def stream_seed(seed: None, rank: int) -> None: ...
 
 
 def stream_seed(seed: int | None, rank: int) -> int | None:

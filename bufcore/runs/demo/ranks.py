@@ -84,9 +84,7 @@ class RankPlan:
 
     def seed(self, seed: int) -> int:
         """This rank's seed derived from ``seed`` (``seed`` itself on rank 0)."""
-        derived = stream_seed(seed, self.rank)
-        assert derived is not None  # an int seed gives an int
-        return derived
+        return stream_seed(seed, self.rank)
 
     def first(self, make: Callable[[], T]) -> T:
         """``make()`` run on rank 0 only, its JSON result handed to every rank (one process:

@@ -33,7 +33,7 @@ from typing import Any
 from bufcore.buffers.expert import TrajectoryDictBuffer
 from bufcore.buffers.online import TrajectoryDictBufferMultiDim
 from bufcore.buffers.zbuffer import ZBuffer
-from bufcore.errors import CorruptCheckpointError, StateError
+from bufcore.errors import CorruptCheckpointError, MissingStateError, StateError
 from bufcore.persist.jsonl import appender_holds, keep_prefix, read_lines
 from bufcore.persist.run_checkpoint import (
     BUFFERS,
@@ -155,7 +155,9 @@ def resume_demo(
         if not (resumed.step == options.steps and "end" in kept[1]):
             spawn_ranks(run, world, RESUME_JOB)
             resumed = resume(run)  # the finished run's checkpoint
-        assert resumed.curriculum is not None  # check_complete found run.json's curriculum
+        if resumed.curriculum is None:  # check_complete found it: only a run.json replaced since
+            raise MissingStateError(["run.json's curriculum"],
+                                    f"run_dir: {run}'s checkpoint holds no curriculum")
         return demo_result(run, options, resumed.curriculum)
     if progress is not None:
         progress.total = options.steps

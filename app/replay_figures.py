@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from app.figures import line_trace, reference_line, styled, whole_number_ticks
 from app.replay_view import CountHistogram, Dominance, LogHistogram, ReplaySeries
+from app.vega import log_ticks
 
 HELD = "#4c78a8"
 EXPECTED = "#6b7280"
@@ -66,23 +67,6 @@ def log_histogram_figure(
         notes.append(f"{hist.left_out:,} {unit}s at 0 (never drawn) not on the log axis")
     return styled(figure, title=title, x=x, y=f"% of {unit}s (or draws)",
                   note="; ".join(notes) or None)
-
-
-def log_ticks(low: float, high: float, *, most: int = 9) -> list[float]:
-    """Ticks for a log axis over ``[low, high]`` (both > 0), to be written in full: 1, 2 and 5
-    times each power of ten, the powers of ten alone when that gives more than ``most``, or
-    the two ends and their geometric middle when no such value lies inside (plotly's own
-    labels read "5" for both 0.5 and 50)."""
-    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-
-    def inside(factors: tuple[float, ...]) -> list[float]:
-        return [factor * 10.0 ** power for power in range(first, last + 1)
-                for factor in factors if low <= factor * 10.0 ** power <= high]
-
-    ticks = inside((1.0, 2.0, 5.0))
-    if len(ticks) > most:
-        ticks = inside((1.0,))
-    return ticks or [low, math.sqrt(low * high), high]
 
 
 def count_histogram_figure(

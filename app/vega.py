@@ -12,6 +12,7 @@ lines named in the legend rather than written over the data, tooltips, and wheel
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -192,3 +193,40 @@ def group(*layers: Spec) -> Spec:
     """Layers sharing their scales inside a chart whose y scales are independent (a line and
     its tooltip points on one axis, another quantity on the other)."""
     return {"layer": list(layers)}
+
+
+def log_ticks(low: float, high: float, *, most: int = 9) -> list[float]:
+    """Ticks for a log axis over ``[low, high]`` (both > 0), to be written in full: 1, 2 and 5
+    times each power of ten, the powers of ten alone when that gives more than ``most``, or
+    the two ends and their geometric middle when no such value lies inside (a log axis left
+    alone labels 0.5 and 50 alike as "5")."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+
+    def inside(factors: tuple[float, ...]) -> list[float]:
+        return [factor * 10.0 ** power for power in range(first, last + 1)
+                for factor in factors if low <= factor * 10.0 ** power <= high]
+
+    ticks = inside((1.0, 2.0, 5.0))
+    if len(ticks) > most:
+        ticks = inside((1.0,))
+    return ticks or [low, math.sqrt(low * high), high]
+
+
+def log_position(
+    field: str, *, title: str, low: float, high: float, whole: bool = False,
+) -> Spec:
+    """A log-scale position channel on ``field`` over ``[low, high]`` (both > 0), ticked at
+    :func:`log_ticks` written in full (``whole``: with thousands separators, for counts).
+    Values at or below 0 cannot be drawn on it: leave them out and say how many in the note.
+
+    Raises:
+        ValueError: ``low`` or ``high`` not finite and positive, or ``low > high``.
+    """
+    if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+        raise ValueError(f"low, high: expected finite 0 < low <= high, got {low!r}, {high!r}")
+    return {
+        "field": field, "type": "quantitative",
+        "scale": {"type": "log", "domain": [low, high], "nice": False},
+        "axis": {"title": title, "values": log_ticks(low, high),
+                 "format": ",d" if whole else "~g"},
+    }

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.replay_figures import log_ticks, thruput_figure
+from app.replay_figures import thruput_figure
 from app.replay_view import (
     DrawRequest,
     count_histogram,
@@ -18,6 +18,7 @@ from app.replay_view import (
     log_histogram,
     replay_series,
 )
+from app.vega import log_ticks
 from bufcore import DictBuffer, PrioritizedSampler, TrajectoryDictBufferMultiDim
 from bufcore.inspect import window_shares
 

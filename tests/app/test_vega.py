@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from app.vega import (
     frame,
     hover_points,
     layer,
+    log_position,
     position,
     tooltip,
     vertical_rule,
@@ -122,3 +125,21 @@ def test_hover_points_are_invisible_and_carry_the_tooltip() -> None:
     assert points["mark"]["opacity"] == 0
     assert points["encoding"]["tooltip"] == [
         {"field": "y", "title": "y", "type": "quantitative", "format": ".1f"}]
+
+
+def test_a_log_position_ticks_its_domain_with_values_written_in_full() -> None:
+    channel = log_position("p", title="priority", low=0.5, high=50.0)
+    assert channel["scale"] == {"type": "log", "domain": [0.5, 50.0], "nice": False}
+    assert channel["axis"]["values"] == pytest.approx([0.5, 1, 2, 5, 10, 20, 50])
+    assert channel["axis"]["format"] == "~g"
+
+
+def test_a_log_position_of_a_count_prints_thousands_separators() -> None:
+    assert log_position("n", title="rows", low=1.0, high=1e6, whole=True)["axis"]["format"] == ",d"
+
+
+@pytest.mark.parametrize(("low", "high"), [(0.0, 1.0), (-1.0, 1.0), (2.0, 1.0), (1.0, math.inf),
+                                           (math.nan, 1.0)])
+def test_a_log_position_refuses_a_domain_a_log_axis_cannot_draw(low: float, high: float) -> None:
+    with pytest.raises(ValueError, match="low, high"):
+        log_position("p", title="priority", low=low, high=high)

@@ -87,6 +87,16 @@ from bufcore.runs.rlinf_view import (
     read_rlinf_index,
     read_rlinf_trajectory,
 )
+from bufcore.runs.run_summary import (
+    CurriculumSummary,
+    MetricsSummary,
+    RunCheckpointSummary,
+    TDEMASummary,
+    TrainStatusSummary,
+    summarize_metrics,
+    summarize_run_checkpoint,
+    summarize_train_status,
+)
 from bufcore.runs.sources import (
     BFM_ZERO_WORKDIR,
     BUFFER_CHECKPOINT,
@@ -107,20 +117,12 @@ from bufcore.runs.sources import (
 )
 from bufcore.runs.summary import (
     CheckpointSummary,
-    CurriculumSummary,
     DingSummary,
-    MetricsSummary,
     PrioritySummary,
-    RunCheckpointSummary,
     SamplerSummary,
     SpecRow,
-    TDEMASummary,
-    TrainStatusSummary,
     WindowSettings,
     summarize_checkpoint,
-    summarize_metrics,
-    summarize_run_checkpoint,
-    summarize_train_status,
     window_settings,
 )
 from bufcore.sampling.chunk_window import ChunkIndex

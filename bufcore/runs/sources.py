@@ -12,11 +12,11 @@ A path may be (checked in this order):
 - an RLinf buffer directory (``metadata.json`` and ``trajectory_index.json``), summarized by
   :mod:`bufcore.runs.rlinf_summary` (only when it is none of the above).
 
-Everything is read through :mod:`bufcore.runs.summary` (no rows are read, but for a prioritized
-sampler's priorities, 8 bytes a row, for their quantiles); this module only
-looks at which entries exist (and whether a config.json names a buffer's ``__target__``).
-:func:`inspect_path` returns an :class:`Inspection` (what ``bufcore inspect`` shows);
-:func:`render` turns it into lines and :func:`to_json` into plain JSON-ready data.
+Everything is read through :mod:`bufcore.runs.summary` and :mod:`bufcore.runs.run_summary` (no
+rows are read, but for a prioritized sampler's priorities, 8 bytes a row, for their quantiles);
+this module only looks at which entries exist (and whether a config.json names a buffer's
+``__target__``). :func:`inspect_path` returns an :class:`Inspection` (what ``bufcore inspect``
+shows); :func:`render` turns it into lines and :func:`to_json` into plain JSON-ready data.
 """
 
 from __future__ import annotations
@@ -44,16 +44,15 @@ from bufcore.runs.rlinf_summary import (
     is_rlinf_directory,
     summarize_rlinf_directory,
 )
-from bufcore.runs.summary import (
-    CheckpointSummary,
+from bufcore.runs.run_summary import (
     MetricsSummary,
     RunCheckpointSummary,
     TrainStatusSummary,
-    summarize_checkpoint,
     summarize_metrics,
     summarize_run_checkpoint,
     summarize_train_status,
 )
+from bufcore.runs.summary import CheckpointSummary, summarize_checkpoint
 from bufcore.tree import format_key_path
 
 BUFFER_CHECKPOINT = "buffer checkpoint"

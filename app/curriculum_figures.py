@@ -179,10 +179,12 @@ def _motion_bars(
         "x": category_position("motion", title="motion id", order="rank"),
         "y": position("p", title=y),
         "color": colours(*legend, field="series"),
-        "tooltip": tooltip(("motion", "motion", ",d"), ("series", "which", None), ("p", y, ".4f")),
     }
+    hover: list[tuple[str, str, str | None]] = [("motion", "motion", ",d"), ("p", y, ".4f")]
     if len(series) > 1:
         encoding["xOffset"] = {"field": "series", "type": "nominal", "sort": names}
+        hover.insert(1, ("series", "which", None))
+    encoding["tooltip"] = tooltip(*hover)
     layers = [layer({"type": "bar"}, data="bars", encoding=encoding)]
     if uniform:
         layers.append(horizontal_rule(1.0 / max(count, 1), colour=UNIFORM, label=uniform,

@@ -199,3 +199,20 @@ def test_the_saved_probability_bars_name_the_uniform_level_over_the_motions() ->
     assert marks(spec) == ["bar", "rule"]
     assert spec["layer"][1]["data"]["values"] == [{"y": 0.25, "label": "uniform over 4 motions"}]
     assert spec["layer"][0]["encoding"]["y"]["axis"]["title"] == "P(window from motion)"
+
+
+def test_one_motion_over_one_round_draws_every_chart() -> None:
+    history = history_of(1, 1)
+    one = np.arange(1)
+    specs = [emd_heatmap(history, one, sort="motion id"), priority_lines(history),
+             spread_figure(history), motion_history(history, 10),
+             current_priority_bars(history, one)]
+    assert [len(next(iter(spec["datasets"].values()))) for spec in specs] == [1, 1, 1, 1, 1]
+
+
+def test_grouped_bars_name_the_series_on_hover_and_single_bars_do_not() -> None:
+    preview = preview_figure(np.array([3]), np.array([1.0]), np.array([1.0]))
+    saved = saved_probability_bars(np.array([3]), np.array([1.0]))
+    fields = [[t["field"] for t in spec["layer"][0]["encoding"]["tooltip"]]
+              for spec in (preview, saved)]
+    assert fields == [["motion", "series", "p"], ["motion", "p"]]

@@ -230,3 +230,39 @@ def log_position(
         "axis": {"title": title, "values": log_ticks(low, high),
                  "format": ",d" if whole else "~g"},
     }
+
+
+def horizontal_rule(y: float, *, colour: str, label: str | None = None,
+                    legend: tuple[Sequence[str], Sequence[str]] | None = None,
+                    dashed: bool = True) -> Spec:
+    """A line across the plot at ``y`` (a uniform level, a target), as :func:`vertical_rule`:
+    with ``legend`` it is named in the legend as ``label`` and its tooltip gives its value.
+
+    Raises:
+        ValueError: ``legend`` without ``label``, or a ``label`` its domain lacks.
+    """
+    encoding: Spec = {"y": {"field": "y", "type": "quantitative"}}
+    mark: Spec = {"type": "rule", "strokeWidth": 2, "color": colour}
+    if dashed:
+        mark["strokeDash"] = [6, 4]
+    if legend is None:
+        mark["tooltip"] = None
+    else:
+        if label is None or label not in legend[0]:
+            raise ValueError(f"label: expected one of {list(legend[0])}, got {label!r}")
+        encoding["color"] = colours(*legend, field="label")
+        encoding["tooltip"] = tooltip(("label", "line", None), ("y", "at", ".4~g"))
+    return layer(mark, data=[{"y": y, "label": label or ""}], encoding=encoding)
+
+
+def category_position(field: str, *, title: str, order: str | None = None) -> Spec:
+    """A discrete position channel on ``field`` (motion ids, env ids: things named by a
+    number, one band each, even when the numbers skip), in the order of the values of the
+    field ``order`` (else the values' own order, numbers as numbers). Labels stay
+    horizontal, and are thinned out rather than drawn over each other when there are many.
+    """
+    channel: Spec = {"field": field, "type": "ordinal",
+                     "axis": {"title": title, "labelAngle": 0, "labelOverlap": "greedy"}}
+    if order is not None:
+        channel["sort"] = {"field": order, "op": "min"}
+    return channel

@@ -146,23 +146,24 @@ if a.label == b.label:
 
 st.header("Trajectory lengths")
 if a.online_lengths is not None and b.online_lengths is not None:
-    st.plotly_chart(length_overlay(a.online_lengths, b.online_lengths, names), width="stretch")
+    st.vega_lite_chart(length_overlay(a.online_lengths, b.online_lengths, names),
+                       width="stretch")
     st.caption("Each side's online trajectories on the same length bins, as a fraction of its "
                "own trajectories, so runs of different sizes compare.")
 else:
     st.info("Both sides need an online (`[time, env]`) buffer to compare trajectory lengths.")
 if a.expert_lengths is not None and b.expert_lengths is not None:
     ids, la, lb = align(a.expert_lengths, b.expert_lengths)
-    st.plotly_chart(motion_bars(ids, la, lb, names, title="Expert rows per motion",
-                                y="rows"), width="stretch")
+    st.vega_lite_chart(motion_bars(ids, la, lb, names, title="Expert rows per motion",
+                                   y="rows", whole=True), width="stretch")
 
 st.header("Sampling priority per motion")
 if a.priorities is not None and b.priorities is not None:
     ids, pa, pb = align(a.priorities, b.priorities)
-    st.plotly_chart(motion_bars(ids, pa, pb, names, title="Normalised priority per motion",
-                                y="normalised priority"), width="stretch")
-    st.plotly_chart(difference_bars(ids, pa, pb, names, title="Priority change, B minus A",
-                                    y="priority difference"), width="stretch")
+    st.vega_lite_chart(motion_bars(ids, pa, pb, names, title="Normalised priority per motion",
+                                   y="normalised priority"), width="stretch")
+    st.vega_lite_chart(difference_bars(ids, pa, pb, names, title="Priority change, B minus A",
+                                       y="priority difference"), width="stretch")
 else:
     st.info("Both sides need an expert buffer with saved priorities to compare them.")
 
@@ -170,7 +171,7 @@ st.header("Tracking error (EMD) per motion, last round")
 if a.emd is not None and b.emd is not None:
     ids, ea, eb = align(a.emd, b.emd)
     st.caption(f"A: round {a.emd_round}; B: round {b.emd_round}. Lower is better.")
-    st.plotly_chart(motion_bars(ids, ea, eb, names, title="EMD per motion", y="EMD"),
-                    width="stretch")
+    st.vega_lite_chart(motion_bars(ids, ea, eb, names, title="EMD per motion", y="EMD"),
+                       width="stretch")
 else:
     st.info("Both sides need curriculum rounds (`eval` records or run.json) to compare EMD.")

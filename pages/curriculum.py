@@ -71,7 +71,7 @@ if history is None:
                      help=f"log {len(ids)} = {np.log(len(ids)):.3f} when uniform")
     spread[2].metric("Effective motions", f"{float(effective_size(probability)):.1f}",
                      help="1 / sum(p^2): how many equally likely motions the sampling is worth")
-    st.plotly_chart(saved_probability_bars(ids, probability), width="stretch")
+    st.vega_lite_chart(saved_probability_bars(ids, probability), width="stretch")
     st.caption(
         f"From the priorities saved in `{expert_entry.path}` alone: the exact probability "
         f"that a window of {found[0].seq_length} rows comes from each motion "
@@ -92,18 +92,18 @@ sort = st.selectbox(
     help="Highest first for EMDs and priority; the URL keeps the choice.",
 ) or SORTS[0]
 order = motion_order(history, sort)
-st.plotly_chart(emd_heatmap(history, order, sort=sort), width="stretch")
+st.vega_lite_chart(emd_heatmap(history, order, sort=sort), width="stretch")
 left, right = st.columns(2)
-left.plotly_chart(priority_lines(history), width="stretch")
-right.plotly_chart(spread_figure(history), width="stretch")
-st.plotly_chart(current_priority_bars(history, order), width="stretch")
+left.vega_lite_chart(priority_lines(history), width="stretch")
+right.vega_lite_chart(spread_figure(history), width="stretch")
+st.vega_lite_chart(current_priority_bars(history, order), width="stretch")
 motions = [int(m) for m in history.motion_ids[order]]
 # cast: Streamlit's stubs type a bound selectbox of ints as returning None.
 focus = cast(int, st.selectbox(
     "Follow one motion", motions, key="motion", bind="query-params",
     help="Its EMD and sampling probability in every round; the URL keeps the motion.",
 ))
-st.plotly_chart(motion_history(history, focus), width="stretch")
+st.vega_lite_chart(motion_history(history, focus), width="stretch")
 
 # ---------------------------------------------------------------- re-prioritize
 st.header("Re-prioritize")
@@ -183,7 +183,8 @@ st.caption(
        "; here it equals the motion's normalised priority (every motion holds a window and "
        "each trajectory is drawn by its priority alone).")
 )
-st.plotly_chart(preview_figure(motions, current_probability, new_probability), width="stretch")
+st.vega_lite_chart(preview_figure(motions, current_probability, new_probability),
+                   width="stretch")
 st.dataframe(table, hide_index=True, width="stretch",
              column_config={c: st.column_config.NumberColumn(format=f"%.{SHOWN_DECIMALS}f")
                             for c in table.columns[3:]})

@@ -76,4 +76,4 @@ def test_the_curriculum_draws_an_expert_buffers_saved_priorities_without_a_log(
     assert not at.exception and not at.error
     assert "Priorities saved in the expert buffer `expert`" in [s.value for s in at.subheader]
     assert {m.label for m in at.metric} == {"Motions", "Entropy (nats)", "Effective motions"}
-    assert len(at.get("plotly_chart")) == 1
+    assert not at.get("plotly_chart") and len(at.get("vega_lite_chart")) == 1

@@ -9,9 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from bufcore import load_buffer
 from tests.app.conftest import Dashboard
+
+
+def charts(at: AppTest) -> list[dict]:  # type: ignore[type-arg]
+    """The Vega-Lite specs drawn, in order; the page draws no Plotly chart."""
+    assert not at.get("plotly_chart")
+    return [json.loads(chart.proto.spec) for chart in at.get("vega_lite_chart")]
 
 
 def _preview(at) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -145,7 +152,7 @@ def test_the_motion_query_parameter_picks_the_followed_motion(
     at = dashboard("curriculum", demo_run, query={"motion": "2"})
     assert not at.exception
     assert at.selectbox(key="motion").value == 2
-    assert any("Motion 2 across rounds" in str(c.proto.spec) for c in at.get("plotly_chart"))
+    assert "Motion 2 across rounds" in [c["title"]["text"] for c in charts(at)]
 
 
 def rewrite_eval_records(run: Path, change) -> None:  # type: ignore[no-untyped-def]
@@ -175,7 +182,7 @@ def test_a_log_with_several_episodes_per_motion_shows_a_per_motion_history(
     assert "from `metrics.jsonl`" in captions
     assert "several episodes" in captions
     assert not at.info
-    assert len(at.get("plotly_chart")) >= 5  # heatmap, priorities, spread, bars, motion
+    assert len(charts(at)) >= 5  # heatmap, priorities, spread, bars, motion
 
 
 def test_eval_records_that_cannot_be_mapped_say_so_naming_the_log(
@@ -206,13 +213,15 @@ def test_unmappable_records_and_no_saved_curriculum_explain_both(
     assert any(m.startswith("This needs evaluation rounds") for m in messages)
     # What the checkpoint alone gives is still drawn: the expert buffer's saved priorities.
     assert "Priorities saved in the expert buffer `expert`" in [s.value for s in at.subheader]
+    assert [c["title"]["text"] for c in charts(at)] == [
+        "Sampling probability per motion, as saved in the buffer"]
 
 
 def test_the_preview_is_one_chart_and_no_table_column_repeats_another(
     dashboard: Dashboard, demo_run: Path
 ) -> None:
     at = dashboard("curriculum", demo_run, query={"cur_mode": "lin"})
-    assert len(at.get("plotly_chart")) == 6  # five of the history, one preview
+    assert len(charts(at)) == 6  # five of the history, one preview
     table = at.dataframe[-1].value
     numeric = [c for c in table.columns[3:]]
     for i, a in enumerate(numeric):
@@ -236,11 +245,20 @@ def test_the_saved_priority_is_a_column_only_when_it_differs_from_the_probabilit
 def test_the_spread_chart_gives_entropy_and_effective_motions_separate_axes(
     dashboard: Dashboard, demo_run: Path
 ) -> None:
-    import json as json_module
-
     at = dashboard("curriculum", demo_run)
-    spread = next(json_module.loads(c.proto.spec) for c in at.get("plotly_chart")
-                  if "spread" in json_module.loads(c.proto.spec)["layout"]["title"]["text"])
-    layout = spread["layout"]
-    assert "overlaying" not in layout["yaxis2"]  # a panel of its own, not a second scale
-    assert layout["yaxis2"]["dtick"] == 1 and layout["yaxis2"]["tickformat"] == ",d"
+    spread = next(c for c in charts(at) if "spread" in c["title"]["text"])
+    # Each quantity on a scale and ticks of its own, not ticks shared over one plot.
+    assert spread["resolve"] == {"scale": {"y": "independent"}}
+    effective = spread["layer"][1]["layer"][0]["encoding"]["y"]["axis"]
+    assert effective["tickMinStep"] == 1 and effective["format"] == ",d"
+
+
+def test_the_curriculum_page_draws_every_chart_with_vega_lite(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("curriculum", demo_run)
+    assert not at.exception
+    assert [c["title"]["text"].split(" (")[0] for c in charts(at)] == [
+        "Tracking error", "Priority evolution", "How spread the sampling is",
+        "Current priorities", "Motion 0 across rounds",
+        "P(a sampled window comes from the motion): now vs new"]

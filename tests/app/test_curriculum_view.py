@@ -236,7 +236,7 @@ def test_the_motion_history_figure_refuses_an_unrecorded_motion() -> None:
 
     history = CurriculumHistory(np.array([10]), np.array([4]), np.ones((1, 1)), np.ones((1, 1)),
                                 np.ones((1, 1)), "test")
-    assert "Motion 4" in motion_history(history, 4).layout.title.text
+    assert "Motion 4" in motion_history(history, 4)["title"]["text"]
     with pytest.raises(ValueError, match="motion ids"):
         motion_history(history, 5)
 
@@ -247,8 +247,13 @@ def test_the_motion_history_probability_axis_ticks_on_its_own_values_from_zero()
 
     history = CurriculumHistory(np.array([10, 20]), np.array([4]), np.ones((2, 1)),
                                 np.full((2, 1), 0.05), np.ones((2, 1)), "test")
-    axis = motion_history(history, 4).layout.yaxis2
-    assert (axis.tickmode, axis.rangemode, axis.showgrid) == ("auto", "tozero", False)
+    spec = motion_history(history, 4)
+    assert spec["resolve"] == {"scale": {"y": "independent"}}
+    probability = spec["layer"][1]["layer"][0]["encoding"]["y"]
+    assert probability["field"] == "probability"
+    # No scale of its own: Vega-Lite's default starts at 0 and rounds out to readable ticks.
+    assert "scale" not in probability
+    assert probability["axis"]["orient"] == "right" and probability["axis"]["grid"] is False
 
 
 def _held(*paths: Path) -> list[tuple[Path, str | None]]:
@@ -294,25 +299,32 @@ def test_values_are_the_same_when_shown_within_half_a_last_decimal(gap: float,
     assert same_when_shown(a, a + gap * unit) == same
 
 
+def _rules(spec: dict) -> list[dict]:  # type: ignore[type-arg]
+    return [one for one in spec["layer"] if one["mark"]["type"] == "rule"]
+
+
 def test_the_uniform_level_is_named_in_the_legend_not_written_over_the_bars() -> None:
     from app.curriculum_figures import current_priority_bars, priority_lines
     from app.curriculum_history import CurriculumHistory
 
     history = CurriculumHistory(np.array([10, 20]), np.array([4, 5, 6]), np.ones((2, 3)),
                                 np.full((2, 3), 1 / 3), np.ones((2, 3)), "test")
-    for figure in (priority_lines(history), current_priority_bars(history, np.arange(3))):
-        assert not figure.layout.annotations
-        assert [s.name for s in figure.layout.shapes if s.showlegend] == ["uniform"]
+    for spec in (priority_lines(history), current_priority_bars(history, np.arange(3))):
+        assert not [one for one in spec["layer"] if one["mark"]["type"] == "text"]
+        (rule,) = _rules(spec)
+        assert rule["data"]["values"] == [{"y": 1 / 3, "label": "uniform"}]
+        assert "uniform" in rule["encoding"]["color"]["scale"]["domain"]
 
 
-def test_every_trace_of_the_priority_bars_has_a_name_for_the_legend() -> None:
-    # A legend turned on for the uniform line lists unnamed traces as "trace 0".
+def test_every_series_of_the_priority_bars_has_a_name_for_the_legend() -> None:
     from app.curriculum_figures import current_priority_bars, saved_probability_bars
     from app.curriculum_history import CurriculumHistory
 
     history = CurriculumHistory(np.array([10, 20]), np.array([4, 5, 6]), np.ones((2, 3)),
                                 np.full((2, 3), 1 / 3), np.ones((2, 3)), "test")
-    figures = (current_priority_bars(history, np.arange(3)),
-               saved_probability_bars(np.array([4, 5, 6]), np.full(3, 1 / 3)))
-    for figure in figures:
-        assert all(trace.name for trace in figure.data)
+    specs = (current_priority_bars(history, np.arange(3)),
+             saved_probability_bars(np.array([4, 5, 6]), np.full(3, 1 / 3)))
+    for spec in specs:
+        domain = spec["layer"][0]["encoding"]["color"]["scale"]["domain"]
+        assert set(spec["datasets"]["bars"]["series"]) <= set(domain)
+        assert all(domain)

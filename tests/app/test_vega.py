@@ -143,3 +143,38 @@ def test_a_log_position_of_a_count_prints_thousands_separators() -> None:
 def test_a_log_position_refuses_a_domain_a_log_axis_cannot_draw(low: float, high: float) -> None:
     with pytest.raises(ValueError, match="low, high"):
         log_position("p", title="priority", low=low, high=high)
+
+
+def test_a_horizontal_rule_named_in_the_legend_shows_its_value_on_hover() -> None:
+    from app.vega import horizontal_rule
+
+    rule = horizontal_rule(0.25, colour="#888", label="uniform",
+                           legend=(["p", "uniform"], ["#00f", "#888"]))
+    assert rule["data"]["values"] == [{"y": 0.25, "label": "uniform"}]
+    assert rule["encoding"]["color"]["scale"]["domain"] == ["p", "uniform"]
+    assert [t["field"] for t in rule["encoding"]["tooltip"]] == ["label", "y"]
+
+
+def test_an_unnamed_horizontal_rule_has_no_legend_and_no_tooltip() -> None:
+    from app.vega import horizontal_rule
+
+    rule = horizontal_rule(1.0, colour="#f00", dashed=False)
+    assert "color" not in rule["encoding"] and rule["mark"]["tooltip"] is None
+    assert "strokeDash" not in rule["mark"]
+
+
+def test_a_horizontal_rule_label_outside_the_legend_is_refused() -> None:
+    from app.vega import horizontal_rule
+
+    with pytest.raises(ValueError, match="label: expected one of"):
+        horizontal_rule(1.0, colour="#f00", label="other", legend=(["p"], ["#00f"]))
+
+
+def test_a_category_position_keeps_labels_level_and_sorts_by_the_field_named() -> None:
+    from app.vega import category_position
+
+    channel = category_position("motion", title="motion id", order="rank")
+    assert channel["type"] == "ordinal"
+    assert channel["sort"] == {"field": "rank", "op": "min"}
+    assert channel["axis"]["labelAngle"] == 0
+    assert "sort" not in category_position("motion", title="motion id")

@@ -154,6 +154,56 @@ def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
         context.close()
 
 
+# Charts the Curriculum and Compare pages draw on the demo run, all Vega-Lite.
+VEGA_PAGES = {"curriculum": 6, "compare": 5}
+
+
+@pytest.mark.parametrize(("path", "count"), list(VEGA_PAGES.items()))
+def test_the_curriculum_and_compare_pages_draw_vega_lite_and_never_load_plotly(
+    browser: Any, dashboard_url: str, path: str, count: int
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        asked = plotly_requests(tab)
+        tab.goto(dashboard_url + path)
+        settle(tab)
+        charts = tab.locator('[data-testid="stVegaLiteChart"]')
+        charts.nth(count - 1).wait_for()
+        tab.wait_for_function(VEGA_DRAWN)
+        screenshot(tab, f"{path}-vega")
+        assert charts.count() == count
+        assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
+        assert asked == []
+        assert tab.locator(EXCEPTION).count() == 0
+    finally:
+        context.close()
+
+
+def test_hovering_a_cell_of_the_emd_heatmap_names_its_motion_and_round(
+    browser: Any, dashboard_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(dashboard_url + "curriculum")
+        settle(tab)
+        tab.wait_for_function(VEGA_DRAWN)
+        chart = tab.locator('[data-testid="stVegaLiteChart"]').first
+        chart.scroll_into_view_if_needed()
+        box = chart.bounding_box()
+        tip = tab.locator("#vg-tooltip-element.visible")
+        # The middle of the plot is a cell whatever the motions and rounds.
+        tab.mouse.move(box["x"] + 0.5 * box["width"], box["y"] + 0.5 * box["height"])
+        tip.wait_for()
+        text = tip.inner_text()
+        assert "motion" in text and "round" in text and "EMD" in text
+    finally:
+        context.close()
+
+
 def test_hovering_the_fifo_occupancy_chart_shows_a_point_tooltip(
     browser: Any, dashboard_url: str
 ) -> None:

@@ -38,12 +38,14 @@ How it stays exact and fast:
   misses overlap in any order), so ``argsort`` and putting the leaves back only add their own
   30 / 7 / 30 / 7 µs; sorted leaves update no faster, before the sort's cost (55 / 34 / 38 /
   26 µs either way). A ``searchsorted`` of sorted targets over a cumulative sum of level 10
-  (remade per draw), then the lower levels, is 12 µs faster at batch 256 (88 -> 77 and
-  72 -> 60) and no faster at 1024, but it is not this search: its buckets and residuals round
-  differently, so a target within a few ulps of a boundary may land one leaf over and the
-  sample streams change. Making it agree (each residual recomputed along the found path as
-  the descent subtracts, a margin check falling back to the descent) costs more than it saves
-  (92 -> 99 and 71 -> 78 µs at batch 256, 195 -> 256 at 1M x 1024).
+  (remade per draw), then the lower levels, draws 12 µs faster at batch 256 (88 -> 77 and
+  72 -> 60) and no faster at 1024, yet a whole ``sample_index`` + ``update_priority`` step
+  with it runs 0.99-1.01x today's at 256 and 0.95-0.96x at 1024; nor is it this search: its
+  buckets and residuals round differently, so a target within a few ulps of a boundary may
+  land one leaf over and the sample streams change. Making it agree (each residual
+  recomputed along the found path as the descent subtracts, a margin check falling back to
+  the descent) costs more than it saves (92 -> 99 and 71 -> 78 µs per draw at batch 256,
+  195 -> 256 at 1M x 1024).
 
 The search returns, for each target ``x``, the leaf ``i`` with
 ``cumsum(leaves[:i]) <= x < cumsum(leaves[:i + 1])``, so a zero leaf is never returned. Where

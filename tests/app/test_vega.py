@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from app.vega import (
+    bar_spans,
     chart,
     colours,
     frame,
@@ -143,3 +144,20 @@ def test_a_log_position_of_a_count_prints_thousands_separators() -> None:
 def test_a_log_position_refuses_a_domain_a_log_axis_cannot_draw(low: float, high: float) -> None:
     with pytest.raises(ValueError, match="low, high"):
         log_position("p", title="priority", low=low, high=high)
+
+
+def test_bar_spans_keep_the_bins_middle_and_leave_a_gap_either_side() -> None:
+    left, right = bar_spans(np.array([0.0, 10.0]), np.array([10.0, 30.0]), fill=0.9)
+    assert left.tolist() == pytest.approx([0.5, 11.0])
+    assert right.tolist() == pytest.approx([9.5, 29.0])
+
+
+@pytest.mark.parametrize("fill", [0.0, -0.5, 1.5])
+def test_bar_spans_refuse_a_fill_that_is_not_a_fraction(fill: float) -> None:
+    with pytest.raises(ValueError, match="fill: expected a fraction"):
+        bar_spans(np.zeros(1), np.ones(1), fill=fill)
+
+
+def test_bar_spans_refuse_ends_of_different_lengths() -> None:
+    with pytest.raises(ValueError, match="right: expected one per left"):
+        bar_spans(np.zeros(2), np.ones(3))

@@ -154,6 +154,36 @@ def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
         context.close()
 
 
+@pytest.mark.parametrize(("path", "count"), [
+    ("trajectories", 4), ("sampling_lab?buffer=expert", 1), ("sampling_lab?buffer=train", 1),
+    ("sampling_lab?buffer=z", 1),
+])
+def test_the_trajectories_page_and_the_sampling_lab_never_load_plotly(
+    browser: Any, dashboard_url: str, path: str, count: int
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        asked = plotly_requests(tab)
+        tab.goto(dashboard_url + path)
+        settle(tab)
+        charts = tab.locator('[data-testid="stVegaLiteChart"]')
+        charts.nth(count - 1).wait_for()
+        if path.startswith("sampling_lab"):  # and the frequencies over many draws
+            tab.get_by_role("button", name=re.compile(r"^Draw [\d,]+ batches$")).click()
+            charts.nth(count).wait_for()
+            count += 1
+        tab.wait_for_function(VEGA_DRAWN)
+        screenshot(tab, "vega-" + re.sub(r"\W+", "-", path))
+        assert charts.count() == count
+        assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
+        assert asked == []
+        assert tab.locator(EXCEPTION).count() == 0
+    finally:
+        context.close()
+
+
 def test_hovering_the_fifo_occupancy_chart_shows_a_point_tooltip(
     browser: Any, dashboard_url: str
 ) -> None:
@@ -330,6 +360,11 @@ RLINF_SHOWS = {
 }
 
 
+# Charts of the RLinf views: FIFO's id strip and window history; the samples per trajectory
+# and the episodes inside those read; where the batch landed.
+RLINF_CHARTS = {"fifo": 2, "trajectories": 3, "sampling_lab": 1}
+
+
 @pytest.mark.parametrize("path", list(RLINF_SHOWS), ids=lambda p: p or "overview")
 def test_every_rlinf_view_opens_an_rlinf_directory(
     browser: Any, rlinf_url: str, path: str
@@ -345,9 +380,9 @@ def test_every_rlinf_view_opens_an_rlinf_directory(
         assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
         text = tab.locator('[data-testid="stMain"]').inner_text()
         assert RLINF_SHOWS[path] in text.replace("\n", " ")
-        if path == "fifo":  # the id strip and the window's history, drawn by Vega-Lite
+        if path in RLINF_CHARTS:  # all drawn by Vega-Lite
             tab.wait_for_function(VEGA_DRAWN)
-            assert tab.locator('[data-testid="stVegaLiteChart"]').count() == 2
+            assert tab.locator('[data-testid="stVegaLiteChart"]').count() == RLINF_CHARTS[path]
             assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
     finally:
         context.close()

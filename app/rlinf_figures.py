@@ -145,9 +145,10 @@ def landing_figure(window_ids: np.ndarray, window_samples: np.ndarray, drawn_ids
     low, high = (int(window_ids.min()), int(window_ids.max())) if len(window_ids) else (0, 0)
     ident = position("id", title="trajectory id (the window)", whole=True,
                      scale={"domain": [low - 0.5, high + 0.5]})
-    # A row of room above the tallest bar, whose last row's dots would be cut in half.
-    top = int(window_samples.max()) + 1 if len(window_samples) else 1
-    row = position("row", title="row (t * B + b)", whole=True, scale={"domain": [0, top]})
+    # A few pixels of room at both ends: the dots of the first and last rows sit on the edge,
+    # where the plot would cut them in half.
+    row = position("row", title="row (t * B + b)", whole=True,
+                   scale={"zero": True, "padding": 5})
     left, right = bar_spans(window_ids - 0.5, window_ids + 0.5, fill=0.8)
     layers = [
         layer({"type": "rect", "tooltip": None}, data="window", params=[zoom("x")],

@@ -4,6 +4,9 @@ however few there are, and each bar, cell and curve carries the numbers it stand
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -16,6 +19,7 @@ from app.trajectory_figures import (
 from app.trajectory_stats import MotionLengths, SamplableCurve, Trajectories
 from app.vega import Spec
 
+APP = Path(__file__).resolve().parents[2] / "app"
 SMALL = Trajectories(env=np.array([0, 0, 1, 2, 3]), length=np.array([3, 5, 5, 9, 12]))
 MOTIONS = MotionLengths(motion_id=np.array([2, 0, 1]), length=np.array([13, 4, 18]))
 CURVE = SamplableCurve(np.arange(1, 13), np.linspace(1, 0, 12), np.linspace(1, 0.1, 12))
@@ -106,3 +110,14 @@ def test_each_buffer_has_a_solid_and_a_dotted_curve_in_one_legend_with_the_rule(
     assert dashes[0] == dashes[2] != dashes[1] == dashes[3]
     assert len(spec["datasets"]["curves"]) == 4 * len(CURVE.seq_length)
     assert lines["encoding"]["y"]["axis"]["format"] == ".0%"
+
+
+@pytest.mark.parametrize("module", ["trajectory_figures", "rlinf_figures", "sampling_figures"])
+def test_the_figure_modules_of_these_pages_import_neither_plotly_nor_app_figures(
+    module: str,
+) -> None:
+    tree = ast.parse((APP / f"{module}.py").read_text(encoding="utf-8"))
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {n for n in names if n.split(".")[0] == "plotly" or n == "app.figures"}

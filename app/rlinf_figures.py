@@ -1,23 +1,35 @@
 """Figures of an RLinf buffer directory: samples per trajectory with the window and cache
 marked, episode lengths inside trajectories, where a draw landed, and the window sliding over
-trajectory ids (numpy arrays in, plotly figures out; the FIFO page's two, the id strip and the
-window's history, are Vega-Lite specs drawn with ``st.vega_lite_chart``)."""
+trajectory ids (numpy arrays in, Vega-Lite specs out, drawn with ``st.vega_lite_chart``)."""
 
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
+import pandas as pd
 
-from app.figures import styled, whole_number_ticks
 from app.rlinf_view import ABSENT, CACHED, OLDER, STATES, WINDOW, Segments, WindowHistory
-from app.vega import Spec, chart, colours, frame, hover_points, layer, position, tooltip, zoom
+from app.vega import (
+    Spec,
+    bar_spans,
+    chart,
+    colours,
+    frame,
+    hover_points,
+    layer,
+    position,
+    tooltip,
+    zoom,
+)
 
 COLOURS = {ABSENT: "#e45756", OLDER: "#c7ccd4", WINDOW: "#4c78a8", CACHED: "#f58518"}
 # Legend names: a cached trajectory is (with a cache no larger than the window) in the window.
 LEGEND = {ABSENT: "no file (a load skips it)", OLDER: "older than the window",
           WINDOW: "in the window, not cached", CACHED: "cached (newest)"}
-# Above this many trajectories, bars become WebGL markers (a bar per id is too many to draw).
+# Above this many trajectories, bars become dots (a bar per id is too thin to see).
 MAX_BARS = 2_000
+DRAWN = "#e45756"
+# Kinds of episode segment, in stacking order (whole episodes at the bottom).
+SEGMENT_KINDS = ("whole", "first", "running")
 SEGMENT_COLOURS = {"whole": "#4c78a8", "first": "#72b7b2", "running": "#c7ccd4"}
 SEGMENT_NAMES = {
     "whole": "whole episode (between two end flags)",
@@ -27,88 +39,134 @@ SEGMENT_NAMES = {
 
 
 def samples_figure(ids: np.ndarray, samples: np.ndarray, states: np.ndarray, *, window: int,
-                   cache: int) -> go.Figure:
+                   cache: int) -> Spec:
     """Samples (``T * B``) per trajectory id, coloured by what a buffer loading the directory
-    with this window and cache does with each (:data:`app.rlinf_view.STATES`)."""
-    figure = go.Figure()
-    for state in STATES:
-        mask = states == state
-        if not mask.any():
-            continue
-        name = f"{LEGEND[state]} ({int(mask.sum()):,})"
-        if len(ids) <= MAX_BARS:
-            figure.add_bar(x=ids[mask], y=samples[mask], name=name,
-                           marker_color=COLOURS[state],
-                           hovertemplate="id %{x}: %{y} samples<extra>" + state + "</extra>")
-        else:
-            figure.add_trace(go.Scattergl(
-                x=ids[mask], y=samples[mask], mode="markers", name=name,
-                marker={"color": COLOURS[state], "size": 3}))
-    figure.update_layout(barmode="overlay", bargap=0.1, showlegend=True)
-    figure.update_xaxes(**whole_number_ticks(float(ids.max() - ids.min()) if len(ids) else 0.0))
+    with this window and cache does with each (:data:`app.rlinf_view.STATES`): a bar per id up
+    to :data:`MAX_BARS` ids, a dot above."""
+    present = [state for state in STATES if (states == state).any()]
+    names = {state: f"{LEGEND[state]} ({int((states == state).sum()):,})" for state in present}
+    low, high = (int(ids.min()), int(ids.max())) if len(ids) else (0, 0)
+    ident = position("left" if len(ids) <= MAX_BARS else "id", title="trajectory id",
+                     whole=True, scale={"domain": [low - 0.5, high + 0.5]})
+    encoding: Spec = {
+        "x": ident, "y": position("samples", title="samples", whole=True),
+        "color": colours([names[s] for s in present], [COLOURS[s] for s in present],
+                         field="name"),
+        "tooltip": tooltip(("id", "id", ",d"), ("samples", "samples", ",d"),
+                           ("state", "state", None)),
+    }
+    if len(ids) <= MAX_BARS:
+        mark: Spec = {"type": "rect"}
+        encoding.update({"x2": {"field": "right"}, "y2": {"datum": 0}})
+    else:
+        mark = {"type": "circle", "size": 9, "opacity": 0.9}
+    left, right = bar_spans(ids - 0.5, ids + 0.5)
     note = (f"{len(ids):,} trajectories; window {window or 'all'}, cache {cache}: the newest "
             "trajectories whose files are there")
-    return styled(figure, title="Samples per trajectory (T x B rows each)", x="trajectory id",
-                  y="samples", note=note)
+    return chart(
+        [layer(mark, data="ids", params=[zoom("x")], encoding=encoding)],
+        title="Samples per trajectory (T x B rows each)", note=note,
+        datasets={"ids": frame(id=ids, left=left, right=right, samples=samples,
+                               state=states.astype(str), name=[names[s] for s in states])},
+    )
 
 
-def segments_figure(ids: np.ndarray, segments: list[Segments]) -> go.Figure:
+def segments_figure(ids: np.ndarray, segments: list[Segments]) -> Spec:
     """Every episode segment of each trajectory read: one dot per segment at its trajectory's
     id, its height the segment's length in steps."""
-    figure = go.Figure()
-    for kind in ("whole", "first", "running"):
-        xs = np.concatenate([np.full(len(getattr(s, kind)), i) for i, s in
-                             zip(ids, segments, strict=True)]) if segments else np.zeros(0)
-        ys = np.concatenate([getattr(s, kind) for s in segments]) if segments else np.zeros(0)
-        if len(xs) == 0:
-            continue
-        figure.add_trace(go.Scatter(
-            x=xs, y=ys, mode="markers", name=SEGMENT_NAMES[kind],
-            marker={"color": SEGMENT_COLOURS[kind], "size": 7, "opacity": 0.7},
-            hovertemplate="trajectory %{x}: %{y} steps<extra></extra>"))
-    span = float(ids.max() - ids.min()) if len(ids) else 0.0
-    figure.update_xaxes(**whole_number_ticks(span))
-    return styled(figure, title="Episode lengths inside each trajectory read",
-                  x="trajectory id", y="steps", note="one dot per env and episode segment")
+    kinds = [kind for kind in SEGMENT_KINDS if any(len(getattr(s, kind)) for s in segments)]
+    columns: dict[str, list[np.ndarray]] = {"id": [], "steps": [], "kind": []}
+    for kind in kinds:
+        for ident, segment in zip(ids.tolist(), segments, strict=True):
+            lengths = np.asarray(getattr(segment, kind))
+            columns["id"].append(np.full(len(lengths), ident, dtype=np.int64))
+            columns["steps"].append(lengths)
+            columns["kind"].append(np.full(len(lengths), SEGMENT_NAMES[kind]))
+    low, high = (int(ids.min()), int(ids.max())) if len(ids) else (0, 0)
+    dots = layer(
+        {"type": "circle", "size": 49, "opacity": 0.7}, data="segments", params=[zoom("x")],
+        encoding={"x": position("id", title="trajectory id", whole=True,
+                                scale={"domain": [low - 0.5, high + 0.5]}),
+                  # Room above the longest: a dot on the plot's edge is cut in half.
+                  "y": position("steps", title="steps", whole=True,
+                                scale={"zero": True, "padding": 8}),
+                  "color": colours([SEGMENT_NAMES[k] for k in kinds],
+                                   [SEGMENT_COLOURS[k] for k in kinds], field="kind"),
+                  "tooltip": tooltip(("id", "trajectory", ",d"), ("steps", "steps", ",d"),
+                                     ("kind", "segment", None))})
+    return chart(
+        [dots], title="Episode lengths inside each trajectory read",
+        note="one dot per env and episode segment",
+        datasets={"segments": frame(**{name: np.concatenate(parts) if parts else np.zeros(0)
+                                       for name, parts in columns.items()})},
+    )
 
 
-def segment_histogram(pooled: Segments) -> go.Figure:
-    """Segments per length over every trajectory read, stacked by kind."""
+def segment_histogram(pooled: Segments) -> Spec:
+    """Segments per length over every trajectory read, stacked by kind (whole episodes at the
+    bottom)."""
     lengths = np.concatenate([pooled.whole, pooled.first, pooled.running])
     high = int(lengths.max()) if len(lengths) else 1
     edges = np.unique(np.linspace(1, high + 1, min(high, 60) + 1).round().astype(np.int64))
-    figure = go.Figure()
-    stacked = np.zeros(len(edges) - 1, dtype=np.int64)
-    for kind in ("whole", "first", "running"):
+    left, right = bar_spans(edges[:-1] - 0.5, edges[1:] - 0.5)
+    labels = [f"{a:,}" if a == b else f"{a:,}-{b:,}" for a, b in
+              zip(edges[:-1].tolist(), (edges[1:] - 1).tolist(), strict=True)]
+    base = np.zeros(len(edges) - 1, dtype=np.int64)
+    parts = []
+    for kind in SEGMENT_KINDS:
         counts, _ = np.histogram(getattr(pooled, kind), bins=edges)
-        stacked += counts
-        centre = (edges[:-1] + edges[1:] - 1) / 2
-        figure.add_bar(x=centre, y=counts, width=np.diff(edges) * 0.9,
-                       name=SEGMENT_NAMES[kind], marker_color=SEGMENT_COLOURS[kind])
-    figure.update_layout(barmode="stack")
-    figure.update_yaxes(**whole_number_ticks(float(stacked.max()) if len(stacked) else 0.0))
+        parts.append(frame(left=left, right=right, bottom=base, top=base + counts, count=counts,
+                           kind=[SEGMENT_NAMES[kind]] * len(counts), lengths=labels))
+        base = base + counts
+    bars = layer(
+        {"type": "rect"}, data="bins", params=[zoom("x")],
+        # Stacked here rather than by Vega-Lite: each kind's bar starts where the last ended.
+        encoding={"x": position("left", title="steps", whole=True,
+                                scale={"domain": [float(edges[0]) - 0.5,
+                                                  float(edges[-1]) - 0.5]}),
+                  "x2": {"field": "right"},
+                  "y": position("top", title="segments", whole=True), "y2": {"field": "bottom"},
+                  "color": colours([SEGMENT_NAMES[k] for k in SEGMENT_KINDS],
+                                   [SEGMENT_COLOURS[k] for k in SEGMENT_KINDS], field="kind"),
+                  "tooltip": tooltip(("lengths", "steps", None), ("kind", "segment", None),
+                                     ("count", "segments", ",d"))})
     note = (f"{len(pooled.whole):,} whole, {len(pooled.first):,} first, "
             f"{len(pooled.running):,} running segments")
-    return styled(figure, title="Episode segment lengths", x="steps", y="segments", note=note)
+    return chart([bars], title="Episode segment lengths", note=note,
+                 datasets={"bins": pd.concat(parts, ignore_index=True)})
 
 
 def landing_figure(window_ids: np.ndarray, window_samples: np.ndarray, drawn_ids: np.ndarray,
-                   drawn_rows: np.ndarray) -> go.Figure:
+                   drawn_rows: np.ndarray) -> Spec:
     """Where a draw landed: each drawn row as a dot at (trajectory id, row), over bars giving
-    each window trajectory's rows."""
-    figure = go.Figure()
-    figure.add_bar(x=window_ids, y=window_samples, name="rows of the trajectory",
-                   marker_color=COLOURS[OLDER], hoverinfo="skip")
-    figure.add_trace(go.Scatter(
-        x=drawn_ids, y=drawn_rows + 0.5, mode="markers", name="drawn row",
-        marker={"color": "#e45756", "size": 6},
-        hovertemplate="trajectory %{x}, row %{customdata}<extra></extra>",
-        customdata=drawn_rows))
-    span = float(window_ids.max() - window_ids.min()) if len(window_ids) else 0.0
-    figure.update_xaxes(**whole_number_ticks(span))
-    return styled(figure, title=f"Where the batch landed: {len(drawn_ids):,} rows",
-                  x="trajectory id (the window)", y="row (t * B + b)",
-                  note="a bar is one trajectory's T x B rows; a dot one drawn row")
+    each window trajectory's rows (row r spans ``[r, r + 1]``, the dot at its middle)."""
+    rows_name, drawn_name = "rows of the trajectory", "drawn row"
+    legend = ([rows_name, drawn_name], [COLOURS[OLDER], DRAWN])
+    low, high = (int(window_ids.min()), int(window_ids.max())) if len(window_ids) else (0, 0)
+    ident = position("id", title="trajectory id (the window)", whole=True,
+                     scale={"domain": [low - 0.5, high + 0.5]})
+    # A few pixels of room at both ends: the dots of the first and last rows sit on the edge,
+    # where the plot would cut them in half.
+    row = position("row", title="row (t * B + b)", whole=True,
+                   scale={"zero": True, "padding": 5})
+    left, right = bar_spans(window_ids - 0.5, window_ids + 0.5, fill=0.8)
+    layers = [
+        layer({"type": "rect", "tooltip": None}, data="window", params=[zoom("x")],
+              encoding={"x": {**ident, "field": "left"}, "x2": {"field": "right"},
+                        "y": {**row, "field": "rows"}, "y2": {"datum": 0},
+                        "color": colours(*legend, datum=rows_name)}),
+        layer({"type": "circle", "size": 36, "opacity": 1}, data="drawn",
+              transform=[{"calculate": "datum.row + 0.5", "as": "middle"}],
+              encoding={"x": ident, "y": {**row, "field": "middle"},
+                        "color": colours(*legend, datum=drawn_name),
+                        "tooltip": tooltip(("id", "trajectory", ",d"), ("row", "row", ",d"))}),
+    ]
+    return chart(
+        layers, title=f"Where the batch landed: {len(drawn_ids):,} rows",
+        note="a bar is one trajectory's T x B rows; a dot one drawn row",
+        datasets={"window": frame(left=left, right=right, rows=window_samples),
+                  "drawn": frame(id=drawn_ids, row=drawn_rows)},
+    )
 
 
 def id_strip_figure(ids: np.ndarray, states: np.ndarray) -> Spec:

@@ -1,16 +1,24 @@
 """Figures of the Sampling lab: where a batch landed and empirical against expected frequency
-(numpy arrays in, plotly figures out; the landing map over the episode-end map is a Vega-Lite
-spec, as the FIFO page's map it builds on)."""
+(numpy arrays in, Vega-Lite specs out, drawn with ``st.vega_lite_chart``)."""
 
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 
-from app.figures import styled, whole_number_ticks
 from app.ring import BinnedMap, window_runs
 from app.ring_figures import CURSOR, boundary_map_figure
-from app.vega import Spec, colours, frame, layer, position, tooltip
+from app.vega import (
+    Spec,
+    bar_spans,
+    chart,
+    colours,
+    frame,
+    hover_points,
+    layer,
+    position,
+    tooltip,
+    zoom,
+)
 
 DRAWN = "#e45756"
 EXPECTED = "#9ca3af"
@@ -76,8 +84,9 @@ def landing_map_figure(
 def row_landing_figure(
     rows: np.ndarray, length: int, *, unit: str = "row",
     segments: tuple[np.ndarray, np.ndarray] | None = None,
-) -> go.Figure:
-    """Drawn rows along the row axis ``[0, length)``, counted in at most 200 bins.
+) -> Spec:
+    """Drawn rows along the row axis ``[0, length)``, counted in at most 200 bins (row r spans
+    ``[r, r + 1]``).
 
     ``segments`` (each segment's first row and its label, e.g. an expert buffer's motions)
     draws a boundary before every segment but the first, and names the segments along the top
@@ -85,52 +94,57 @@ def row_landing_figure(
     """
     bins = int(min(length, 200))
     counts, edges = np.histogram(rows, bins=bins, range=(0, length))
-    figure = go.Figure(
-        go.Bar(x=edges[:-1], y=counts, width=np.diff(edges), offset=0, marker={"color": DRAWN},
-               name="draws", hovertemplate=f"{unit}s %{{x:.0f}}+<br>draws %{{y}}<extra></extra>")
-    )
-    figure.update_xaxes(range=[0, length], **whole_number_ticks(length))
-    figure.update_yaxes(**whole_number_ticks(float(counts.max()) if counts.size else 0.0))
+    # np.histogram's bin i holds the rows r with edges[i] <= r < edges[i + 1].
+    first = np.ceil(edges[:-1]).astype(np.int64)
+    last = np.ceil(edges[1:]).astype(np.int64) - 1
+    left, right = bar_spans(edges[:-1], edges[1:])
+    x = position("left", title=f"{unit} (physical storage index)", whole=True,
+                 scale={"domain": [0, max(length, 1)]})
+    layers = [layer(
+        {"type": "rect", "color": DRAWN}, data="bins", params=[zoom("x")],
+        encoding={"x": x, "x2": {"field": "right"},
+                  "y": position("count", title="draws", whole=True), "y2": {"datum": 0},
+                  "tooltip": tooltip(("rows", f"{unit}s", None), ("count", "draws", ",d"))})]
+    datasets = {"bins": frame(left=left, right=right, count=counts, rows=[
+        f"{a:,}" if a >= b else f"{a:,}..{b:,}" for a, b in zip(first.tolist(), last.tolist(),
+                                                               strict=True)])}
     note = f"{bins} bins" if bins < length else None
+    named = False
     if segments is not None:
         starts, labels = np.asarray(segments[0], dtype=np.int64), np.asarray(segments[1])
-        inner = starts[starts > 0]
-        top = float(counts.max()) * 1.05 if counts.size and counts.max() > 0 else 1.0
-        # One trace for every boundary (None breaks the line between them): cheap at any count.
-        xs = np.column_stack([inner, inner, np.full(len(inner), np.nan)]).reshape(-1)
-        ys = np.column_stack([np.zeros(len(inner)), np.full(len(inner), top),
-                              np.full(len(inner), np.nan)]).reshape(-1)
-        figure.add_trace(go.Scatter(x=xs.astype(np.float64), y=ys, mode="lines",
-                                    name="motion boundary", hoverinfo="skip",
-                                    line={"color": BOUNDARY, "width": 1}))
-        if len(starts) <= SEGMENT_LABELS:
+        layers.append(layer({"type": "rule", "color": BOUNDARY, "strokeWidth": 1,
+                             "tooltip": None}, data="boundaries",
+                            encoding={"x": {"field": "x", "type": "quantitative"}}))
+        datasets["boundaries"] = frame(x=starts[starts > 0])
+        named = len(starts) <= SEGMENT_LABELS
+        if named:
             ends = np.append(starts[1:], length)
-            figure.update_layout(xaxis2={
-                "overlaying": "x", "side": "top", "range": [0, length], "showgrid": False,
-                "tickmode": "array", "tickvals": ((starts + ends) / 2).tolist(),
-                "ticktext": [str(v) for v in labels.tolist()], "tickfont": {"size": 10},
-            })
-            # An empty trace on the top axis makes plotly draw it.
-            figure.add_trace(go.Scatter(x=[], y=[], xaxis="x2", showlegend=False))
-        note = (note + "; " if note else "") + f"grey lines: {len(starts):,} motions"
-        figure.update_layout(showlegend=False)
-    styled(
-        figure,
+            layers.append(layer(
+                # Above the plot, where no bar hides them; those zoomed out of view are left
+                # out ("left" as the bars' x, which the zoom's interval tests).
+                {"type": "text", "baseline": "bottom", "dy": -4, "fontSize": 10,
+                 "color": "#6b7280", "clip": False},
+                data="motions", transform=[{"filter": {"param": "zoom"}}],
+                encoding={"x": {"field": "left", "type": "quantitative"}, "y": {"value": 0},
+                          "text": {"field": "label"},
+                          "tooltip": tooltip(("label", "motion", None))}))
+            datasets["motions"] = frame(left=(starts + ends) / 2,
+                                        label=[str(v) for v in labels.tolist()])
+        note = ((note + "; " if note else "") + f"grey lines: {len(starts):,} motions"
+                + ("; motion ids along the top" if named else ""))
+    spec = chart(
+        layers,
         title=f"Where the batch landed: {len(rows):,} draws along the {length:,} filled {unit}s",
-        x=f"{unit} (physical storage index)",
-        y="draws",
-        height=340 if segments is not None else 300,
-        note=note,
+        note=note, height=340 if segments is not None else 300, datasets=datasets,
     )
-    if segments is not None and len(segments[0]) <= SEGMENT_LABELS:
-        # styled titles every x axis alike; the top one names the motions.
-        figure.update_layout(margin={"t": 110}, xaxis2={"title": {"text": "motion id"}})
-    return figure
+    if named:
+        spec["title"]["offset"] = 22  # room for the motion ids between the note and the plot
+    return spec
 
 
 def frequency_figure(
     labels: np.ndarray, expected: np.ndarray, observed: np.ndarray, *, unit: str, units: str
-) -> go.Figure:
+) -> Spec:
     """Empirical against expected frequency per bin: bars for up to :data:`BAR_BINS` bins;
     above, the distribution of each bin's standardized deviation
     ``(drawn - expected) / sd`` against the standard normal a correct sampler gives.
@@ -149,36 +163,72 @@ def frequency_figure(
     if total <= 0:
         raise ValueError("observed: expected at least one draw")
     if len(labels) <= BAR_BINS:
-        text = [str(v) for v in labels.tolist()]
-        figure = go.Figure([
-            go.Bar(x=text, y=expected, name="expected", marker={"color": EXPECTED}),
-            go.Bar(x=text, y=observed / total, name="empirical", marker={"color": EMPIRICAL}),
-        ])
-        figure.update_layout(barmode="group")
-        figure.update_xaxes(type="category")
-        return styled(figure, title=f"Empirical vs expected frequency per {unit}",
-                      x=unit, y="fraction of draws")
+        return _frequency_bars([str(v) for v in labels.tolist()], np.asarray(expected),
+                               np.asarray(observed) / total, unit=unit)
     deviation, left_out = standardized_deviations(expected, observed)
     # Half-sd bins: finer ones leave gaps, as counts are whole numbers.
     edges = np.linspace(-5.0, 5.0, 21)
     counts, _ = np.histogram(np.clip(deviation, -5.0, 5.0), bins=edges)
     width = float(edges[1] - edges[0])
-    figure = go.Figure(
-        go.Bar(x=edges[:-1] + width / 2, y=counts, width=width * 0.95, name=units,
-               marker={"color": EMPIRICAL},
-               hovertemplate=f"deviation %{{x:.2f}}: %{{y}} {units}<extra></extra>")
-    )
     grid = np.linspace(-5.0, 5.0, 201)
     normal = len(deviation) * width * np.exp(-grid**2 / 2) / np.sqrt(2 * np.pi)
-    figure.add_trace(go.Scatter(x=grid, y=normal, mode="lines", name="a correct sampler",
-                                line={"color": CURSOR, "dash": "dash"}))
-    figure.update_yaxes(**whole_number_ticks(float(max(counts.max(), normal.max()))))
+    bell = "a correct sampler"
+    legend = ([units, bell], [EMPIRICAL, CURSOR])
+    x = position("left", title="(drawn - expected) / sd", scale={"domain": [-5.0, 5.0]})
+    y = position("count", title=units, whole=True)
+    left, right = bar_spans(edges[:-1], edges[1:], fill=0.95)
+    layers = [
+        layer({"type": "rect"}, data="bins",
+              encoding={"x": x, "x2": {"field": "right"}, "y": y, "y2": {"datum": 0},
+                        "color": colours(*legend, datum=units),
+                        "tooltip": tooltip(("span", "deviation", None),
+                                           ("count", units, ",d"))}),
+        layer({"type": "line", "strokeWidth": 2, "strokeDash": [6, 4]}, data="bell",
+              encoding={"x": {**x, "field": "deviation"}, "y": {**y, "field": "count"},
+                        "color": colours(*legend, datum=bell)}),
+        hover_points("bell", x={**x, "field": "deviation"}, y={**y, "field": "count"},
+                     fields=[("deviation", "deviation", ".2f"),
+                             ("count", f"{units} expected", ".1f")]),
+    ]
     note = (f"{len(deviation):,} {units}; the bell is the standard normal; outside +/-5 "
             "counted at the edge")
     if left_out:
         note += f"; {left_out:,} {units} that cannot be drawn left out"
-    return styled(figure, title=f"How far each {unit}'s draws are from the expected count",
-                  x="(drawn - expected) / sd", y=units, note=note)
+    return chart(
+        layers, title=f"How far each {unit}'s draws are from the expected count", note=note,
+        datasets={"bins": frame(left=left, right=right, count=counts,
+                                span=[f"{a:+.1f} to {b:+.1f}" for a, b in
+                                      zip(edges[:-1].tolist(), edges[1:].tolist(),
+                                          strict=True)]),
+                  "bell": frame(deviation=grid, count=normal)},
+    )
+
+
+def _frequency_bars(labels: list[str], expected: np.ndarray, empirical: np.ndarray, *,
+                    unit: str) -> Spec:
+    """Expected and empirical fraction of draws side by side for each bin (in ``labels``'
+    order)."""
+    series = (["expected", "empirical"], [EXPECTED, EMPIRICAL])
+    count = len(labels)
+    bars = layer(
+        {"type": "bar"}, data="frequencies",
+        encoding={
+            "x": {"field": "label", "type": "ordinal",
+                  "scale": {"domain": list(dict.fromkeys(labels))},
+                  "axis": {"title": unit, "labelAngle": 0, "labelOverlap": "greedy"}},
+            "xOffset": {"field": "series", "type": "nominal",
+                        "scale": {"domain": series[0]}},
+            "y": {**position("fraction", title="fraction of draws"), "stack": None},
+            "color": colours(*series, field="series"),
+            "tooltip": tooltip(("label", unit, None), ("series", "frequency", None),
+                               ("fraction", "fraction of draws", ".2%")),
+        })
+    return chart(
+        [bars], title=f"Empirical vs expected frequency per {unit}",
+        datasets={"frequencies": frame(label=labels * 2,
+                                       series=["expected"] * count + ["empirical"] * count,
+                                       fraction=np.concatenate([expected, empirical]))},
+    )
 
 
 def standardized_deviations(

@@ -266,3 +266,21 @@ def category_position(field: str, *, title: str, order: str | None = None) -> Sp
     if order is not None:
         channel["sort"] = {"field": order, "op": "min"}
     return channel
+
+
+def bar_spans(
+    left: np.ndarray, right: np.ndarray, *, fill: float = 0.9
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where each bar of the bins ``[left, right]`` is drawn: ``fill`` of its bin, centred in
+    it, so neighbouring bars keep a gap (bars as ``rect`` marks from one end to the other).
+
+    Raises:
+        ValueError: ``fill`` outside ``(0, 1]``, or ``left`` and ``right`` differ in length.
+    """
+    if not 0 < fill <= 1:
+        raise ValueError(f"fill: expected a fraction in (0, 1], got {fill!r}")
+    low, high = np.asarray(left, dtype=np.float64), np.asarray(right, dtype=np.float64)
+    if low.shape != high.shape:
+        raise ValueError(f"right: expected one per left ({low.shape}), got {high.shape}")
+    margin = (1 - fill) / 2 * (high - low)
+    return low + margin, high - margin

@@ -77,7 +77,7 @@ def rlinf_lab(data: SourceData) -> None:
     drawn = rlinf_view.draw_many(index, window=window, count=count, seed=seed, repeats=1)[0]
     columns = rlinf_view.batch_columns(index, drawn)
     st.subheader("Which trajectories and rows were drawn")
-    st.plotly_chart(landing_figure(ids, index.samples[index.positions(window)],
+    st.vega_lite_chart(landing_figure(ids, index.samples[index.positions(window)],
                                    columns["trajectory_id"], columns["row"]), width="stretch")
     st.caption(f"Seed {seed}: {count:,} rows from "
                f"{len(np.unique(columns['trajectory_id'])):,} trajectories. Row r of a "
@@ -113,7 +113,7 @@ def rlinf_lab(data: SourceData) -> None:
                        help=f"{result.hit:,} distinct of the window's {result.valid:,} rows "
                        "were drawn at least once.")
         cols[3].metric("Trajectories", f"{len(result.labels):,}")
-        st.plotly_chart(frequency_figure(result.labels, result.expected, result.observed,
+        st.vega_lite_chart(frequency_figure(result.labels, result.expected, result.observed,
                                          unit="trajectory", units="trajectories"),
                         width="stretch")
 
@@ -275,7 +275,7 @@ if data is not None and entry is not None and entry.summary is not None:
         if summary.kind == EXPERT:
             table = buffer.trajectories()
             segments = (table.start.numpy(), np.asarray(buffer.motion_ids))
-        st.plotly_chart(
+        st.vega_lite_chart(
             row_landing_figure(columns["row"], len(buffer), unit=unit, segments=segments),
             width="stretch",
         )
@@ -322,7 +322,7 @@ if data is not None and entry is not None and entry.summary is not None:
             "hit at least once.",
         )
         cols[4].metric(result.units.capitalize(), f"{len(result.labels):,}")
-        st.plotly_chart(
+        st.vega_lite_chart(
             frequency_figure(result.labels, result.expected, result.observed, unit=result.unit,
                              units=result.units),
             width="stretch",

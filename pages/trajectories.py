@@ -63,7 +63,7 @@ def rlinf_trajectories(data: SourceData) -> None:
         st.info(f"{data.path}: the index is empty; there are no trajectories to show.")
         return
     state = states(index, window=window, cache=cache)
-    st.plotly_chart(samples_figure(index.ids, index.samples, state, window=window, cache=cache),
+    st.vega_lite_chart(samples_figure(index.ids, index.samples, state, window=window, cache=cache),
                     width="stretch")
     with st.expander(f"The index: one row per trajectory ({total:,})"):
         st.dataframe(pd.DataFrame(index_rows(index, window=window, cache=cache)),
@@ -115,11 +115,11 @@ def rlinf_trajectories(data: SourceData) -> None:
             "epoch's leading row, as the buffer samples them. An env's first segment may have "
             "begun in an earlier trajectory."
         )
-        st.plotly_chart(segments_figure(
+        st.vega_lite_chart(segments_figure(
             np.array([r.trajectory_id for r in flagged]),
             [episode_segments(r.ends) for r in flagged if r.ends is not None]),
             width="stretch")
-        st.plotly_chart(segment_histogram(pooled_segments(flagged)), width="stretch")
+        st.vega_lite_chart(segment_histogram(pooled_segments(flagged)), width="stretch")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
@@ -192,7 +192,7 @@ if data is not None:
         "A transition counts as samplable when some window can return it as one of its rows "
         "(the last row of a trajectory is only ever a `next` row)."
     )
-    st.plotly_chart(samplable_figure(curves, seq_length=seq_length), width="stretch")
+    st.vega_lite_chart(samplable_figure(curves, seq_length=seq_length), width="stretch")
 
     if online is not None:
         settings, traj = online
@@ -202,16 +202,16 @@ if data is not None:
             "Trajectories as the ring holds them now, cut at the oldest row and at the write "
             "cursor (the newest trajectory is still being written)."
         )
-        st.plotly_chart(
+        st.vega_lite_chart(
             length_histogram(traj, need=need, title="Trajectory lengths, all envs"),
             width="stretch",
         )
         env_count = None if online_entry.summary is None else online_entry.summary.env_count
         if env_count is not None and env_count > 1:
-            st.plotly_chart(env_length_heatmap(traj, env_count, need=need), width="stretch")
+            st.vega_lite_chart(env_length_heatmap(traj, env_count, need=need), width="stretch")
     if expert is not None:
         settings, motions = expert
         need = settings.need_for(seq_length)
         st.subheader(f"Expert buffer `{expert_entry.name}`")
         st.caption("One trajectory per motion episode, laid end to end.")
-        st.plotly_chart(motion_length_bars(motions, need=need), width="stretch")
+        st.vega_lite_chart(motion_length_bars(motions, need=need), width="stretch")

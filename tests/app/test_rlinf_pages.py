@@ -192,6 +192,10 @@ def test_the_trajectories_page_shows_episodes_inside_the_trajectories_read(
     assert table["episodes ended"].tolist() == [2, 2, 2]
     assert table["whole episodes"].tolist() == [1, 1, 1]
     assert table["end flag"].tolist() == ["dones"] * 3
+    assert not at.get("plotly_chart")
+    assert [json.loads(c.proto.spec)["title"]["text"] for c in at.get("vega_lite_chart")] == [
+        "Samples per trajectory (T x B rows each)", "Episode lengths inside each trajectory read",
+        "Episode segment lengths"]
 
 
 def test_the_trajectories_page_reads_a_bounded_number_of_files(
@@ -239,6 +243,9 @@ def test_the_sampling_lab_compares_drawn_with_expected_frequencies(
     assert shown["Rows drawn"] == f"{50 * 256:,}"
     assert shown["Trajectories"] == "4"
     assert float(shown["chi-square p-value"]) > 1e-6
+    assert not at.get("plotly_chart")
+    assert [json.loads(c.proto.spec)["title"]["text"] for c in at.get("vega_lite_chart")] == [
+        "Where the batch landed: 256 rows", "Empirical vs expected frequency per trajectory"]
 
 
 def test_resample_moves_the_seed_on(dashboard: Dashboard, ours: Path) -> None:

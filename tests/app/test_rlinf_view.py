@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from app.rlinf_figures import history_figure, id_strip_figure, samples_figure, segment_histogram
+from app.rlinf_figures import (
+    MAX_BARS,
+    SEGMENT_NAMES,
+    history_figure,
+    id_strip_figure,
+    landing_figure,
+    samples_figure,
+    segment_histogram,
+    segments_figure,
+)
 from app.rlinf_view import (
     ABSENT,
     CACHED,
@@ -18,6 +27,7 @@ from app.rlinf_view import (
     OLDER,
     STATES,
     WINDOW,
+    Segments,
     batch_columns,
     draw_many,
     episode_segments,
@@ -183,13 +193,58 @@ def test_overview_items_name_the_window_and_cache(index: RLinfIndex) -> None:
 
 def test_the_figures_draw_every_state_and_segment(index: RLinfIndex) -> None:
     state = states(index, window=3, cache=1)
-    names = [t.name for t in samples_figure(index.ids, index.samples, state, window=3,
-                                            cache=1).data]
-    assert names == ["no file (a load skips it) (1)", "older than the window (2)",
-                     "in the window, not cached (2)", "cached (newest) (1)"]
+    spec = samples_figure(index.ids, index.samples, state, window=3, cache=1)
+    (bars,) = spec["layer"]
+    assert bars["encoding"]["color"]["scale"]["domain"] == [
+        "no file (a load skips it) (1)", "older than the window (2)",
+        "in the window, not cached (2)", "cached (newest) (1)"]
+    np.testing.assert_array_equal(spec["datasets"]["ids"]["samples"], index.samples)
     seg = episode_segments(np.array([[0, 1], [1, 0], [0, 0]], dtype=bool))
-    heights = sum(np.asarray(t.y).sum() for t in segment_histogram(seg).data)
-    assert heights == len(seg.whole) + len(seg.first) + len(seg.running)
+    bins = segment_histogram(seg)["datasets"]["bins"]
+    assert bins["count"].sum() == len(seg.whole) + len(seg.first) + len(seg.running)
+
+
+@pytest.mark.parametrize(("count", "mark"), [(MAX_BARS, "rect"), (MAX_BARS + 1, "circle")])
+def test_samples_are_a_bar_per_trajectory_up_to_max_bars_and_a_dot_above(
+    count: int, mark: str
+) -> None:
+    ids = np.arange(count)
+    spec = samples_figure(ids, np.full(count, 8), np.full(count, WINDOW), window=0, cache=0)
+    (drawn,) = spec["layer"]
+    assert drawn["mark"]["type"] == mark
+    assert len(spec["datasets"]["ids"]) == count
+    assert drawn["encoding"]["x"]["axis"]["format"] == ",d"
+
+
+def test_segment_bars_stack_whole_first_and_running_in_that_order() -> None:
+    seg = Segments(whole=np.array([3, 3]), first=np.array([3]), running=np.array([3, 5]))
+    bins = segment_histogram(seg)["datasets"]["bins"]
+    at_three = bins[(bins["left"] < 3) & (bins["right"] > 3)]
+    assert at_three["kind"].tolist() == [SEGMENT_NAMES[k] for k in ("whole", "first", "running")]
+    assert at_three["bottom"].tolist() == [0, 2, 3]
+    assert at_three["top"].tolist() == [2, 3, 4]
+
+
+def test_each_segment_is_a_dot_at_its_trajectory_named_by_its_kind() -> None:
+    segments = [Segments(whole=np.array([4]), first=np.array([2, 7]), running=np.zeros(0)),
+                Segments(whole=np.zeros(0), first=np.zeros(0), running=np.array([9]))]
+    spec = segments_figure(np.array([10, 11]), segments)
+    dots = spec["datasets"]["segments"]
+    assert sorted(zip(dots["id"], dots["steps"], strict=True)) == [(10, 2), (10, 4), (10, 7),
+                                                                    (11, 9)]
+    assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == [
+        SEGMENT_NAMES[k] for k in ("whole", "first", "running")]
+
+
+def test_the_landing_puts_each_drawn_row_in_the_middle_of_its_row_over_the_bars() -> None:
+    spec = landing_figure(np.array([3, 4]), np.array([8, 6]), np.array([4, 3]), np.array([5, 0]))
+    bars, dots = spec["layer"]
+    assert spec["title"]["text"] == "Where the batch landed: 2 rows"
+    assert spec["datasets"]["window"]["rows"].tolist() == [8, 6]
+    assert dots["transform"] == [{"calculate": "datum.row + 0.5", "as": "middle"}]
+    assert spec["datasets"]["drawn"]["row"].tolist() == [5, 0]
+    assert bars["encoding"]["color"]["datum"] == "rows of the trajectory"
+    assert dots["encoding"]["color"]["datum"] == "drawn row"
 
 
 def test_the_id_strip_colours_every_id_by_its_state_named_with_its_count(

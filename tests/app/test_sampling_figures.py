@@ -5,11 +5,11 @@ chart marks motion boundaries; many bins show how far each is from its expected 
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from app.ring import boundary_map
 from app.sampling_figures import (
+    BAR_BINS,
     RUN_EDGE,
     SEGMENT_LABELS,
     frequency_figure,
@@ -76,13 +76,41 @@ def test_many_equally_likely_bins_show_the_distribution_of_deviations_not_a_stri
     generator = np.random.default_rng(0)
     expected = np.full(500, 1 / 500)
     observed = generator.multinomial(50_000, expected).astype(np.float64)
-    figure = frequency_figure(np.arange(500), expected, observed, unit="trajectory",
-                              units="trajectories")
-    bars, bell = figure.data
-    assert "trajectorys" not in figure.layout.title.text + figure.layout.yaxis.title.text
-    assert isinstance(bars, go.Bar) and sum(bars.y) == 500  # every trajectory counted once
-    assert bell.mode == "lines"
-    assert len(set(np.round(bars.x, 6))) > 1  # spread along x, not one stripe
+    spec = frequency_figure(np.arange(500), expected, observed, unit="trajectory",
+                            units="trajectories")
+    bars, bell, _ = spec["layer"]
+    assert "trajectorys" not in spec["title"]["text"] + bars["encoding"]["y"]["axis"]["title"]
+    counts = spec["datasets"]["bins"]["count"]
+    assert counts.sum() == 500  # every trajectory counted once
+    assert (counts > 0).sum() > 1  # spread along x, not one stripe
+    assert bell["mark"]["type"] == "line"
+    assert bell["encoding"]["color"]["scale"]["domain"] == ["trajectories", "a correct sampler"]
+
+
+def test_the_bell_holds_as_many_bins_as_the_bars() -> None:
+    generator = np.random.default_rng(2)
+    expected = np.full(400, 1 / 400)
+    observed = generator.multinomial(40_000, expected).astype(np.float64)
+    spec = frequency_figure(np.arange(400), expected, observed, unit="trajectory",
+                            units="trajectories")
+    bell = spec["datasets"]["bell"]
+    width = 0.5  # half-sd bins
+    area = float(np.sum(bell["count"].to_numpy()[:-1] * np.diff(bell["deviation"]))) / width
+    assert area == pytest.approx(400, rel=0.01)
+
+
+@pytest.mark.parametrize("bins", [1, 3, BAR_BINS])
+def test_up_to_bar_bins_expected_and_empirical_stand_side_by_side_per_bin(bins: int) -> None:
+    expected = np.full(bins, 1 / bins)
+    observed = np.arange(1, bins + 1, dtype=np.float64)
+    spec = frequency_figure(np.arange(bins) * 7, expected, observed, unit="motion",
+                            units="motions")
+    (bars,) = spec["layer"]
+    assert bars["encoding"]["xOffset"]["field"] == "series"
+    assert bars["encoding"]["x"]["scale"]["domain"] == [str(7 * k) for k in range(bins)]
+    data = spec["datasets"]["frequencies"]
+    empirical = data[data["series"] == "empirical"]["fraction"]
+    assert len(data) == 2 * bins and empirical.sum() == pytest.approx(1.0)
 
 
 def test_deviations_of_a_correct_sampler_have_mean_near_0_and_sd_near_1() -> None:
@@ -104,19 +132,37 @@ def test_bins_that_cannot_be_drawn_are_left_out_and_counted() -> None:
 @pytest.mark.parametrize("motions", [1, 3, SEGMENT_LABELS, SEGMENT_LABELS + 1])
 def test_the_expert_landing_chart_draws_a_boundary_between_motions(motions: int) -> None:
     starts = np.arange(motions) * 10
-    figure = row_landing_figure(np.array([0, 5, 12]), motions * 10, segments=(
+    spec = row_landing_figure(np.array([0, 5, 12]), motions * 10, segments=(
         starts, np.arange(100, 100 + motions)))
-    (lines,) = [t for t in figure.data if t.name == "motion boundary"]
-    drawn = sorted({x for x in lines.x if x is not None and np.isfinite(x)})
-    assert drawn == starts[1:].tolist()
-    top = figure.to_dict()["layout"].get("xaxis2", {})
-    named = top.get("ticktext", [])
-    if named:
-        assert top["title"]["text"] == "motion id"
-    assert list(named) == (
-        [str(m) for m in range(100, 100 + motions)] if motions <= SEGMENT_LABELS else [])
+    assert spec["datasets"]["boundaries"]["x"].tolist() == starts[1:].tolist()
+    (rule,) = [one for one in spec["layer"] if one["mark"]["type"] == "rule"]
+    assert "y" not in rule["encoding"]  # across the whole plot
+    named = spec["datasets"]["motions"]["label"].tolist() if "motions" in spec["datasets"] else []
+    assert named == ([str(m) for m in range(100, 100 + motions)] if motions <= SEGMENT_LABELS
+                     else [])
+    assert ("motion ids along the top" in spec["title"]["subtitle"]) == bool(named)
+
+
+def test_the_motion_ids_sit_above_the_plot_in_the_middle_of_each_motion() -> None:
+    spec = row_landing_figure(np.array([0]), 30, segments=(np.array([0, 10, 25]),
+                                                           np.array([7, 8, 9])))
+    (text,) = [one for one in spec["layer"] if one["mark"]["type"] == "text"]
+    assert text["mark"]["clip"] is False and text["encoding"]["y"] == {"value": 0}
+    assert spec["datasets"]["motions"]["left"].tolist() == [5.0, 17.5, 27.5]
+    # Zoomed, the ids of motions out of view are left out rather than drawn beside the plot.
+    assert text["transform"] == [{"filter": {"param": "zoom"}}]
 
 
 def test_a_landing_chart_of_a_few_rows_ticks_draws_on_whole_numbers() -> None:
-    layout = row_landing_figure(np.array([0, 1, 1, 2]), 3).layout
-    assert layout.yaxis.dtick == 1 and layout.xaxis.dtick == 1
+    (bars,) = row_landing_figure(np.array([0, 1, 1, 2]), 3)["layer"]
+    for channel in ("x", "y"):
+        assert bars["encoding"][channel]["axis"]["format"] == ",d"
+        assert bars["encoding"][channel]["axis"]["tickMinStep"] == 1
+
+
+def test_each_landing_bin_names_the_rows_it_holds_and_counts_every_draw() -> None:
+    spec = row_landing_figure(np.array([0, 1, 1, 2, 399, 400]), 401)
+    bins = spec["datasets"]["bins"]
+    assert len(bins) == 200 and bins["count"].sum() == 6
+    assert bins["rows"].iloc[0] == "0..2" and bins["rows"].iloc[-1] == "399..400"
+    assert spec["title"]["subtitle"] == "200 bins"

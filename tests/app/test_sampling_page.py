@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from bufcore import DictBuffer, load_buffer
@@ -123,7 +124,7 @@ def test_the_count_of_trajectories_is_spelled_as_a_plural(
     _button(at, "Draw 5").click().run()  # type: ignore[attr-defined]
     labels = [m.label for m in at.metric]
     assert "Trajectories" in labels and "Trajectorys" not in labels
-    spec = at.get("plotly_chart")[-1].proto.spec
+    spec = at.get("vega_lite_chart")[-1].proto.spec
     assert "rajectorys" not in spec
 
 
@@ -131,9 +132,27 @@ def test_the_expert_landing_chart_draws_the_motion_boundaries(
     dashboard: Dashboard, demo_run: Path
 ) -> None:
     at = dashboard("sampling_lab", demo_run, query={"buffer": "expert"})
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    (lines,) = [t for t in spec["data"] if t.get("name") == "motion boundary"]
-    assert lines["mode"] == "lines"
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    (rule,) = [one for one in spec["layer"] if one["mark"]["type"] == "rule"]
+    assert rule["data"] == {"name": "boundaries"}
+
+
+@pytest.mark.parametrize(("buffer", "landing", "frequency"), [
+    ("expert", "draws along the", "Empirical vs expected frequency per motion"),
+    ("z", "draws along the", "Empirical vs expected frequency per row bin"),
+    ("train", "windows on the episode map", "Empirical vs expected frequency per trajectory"),
+])
+def test_the_lab_draws_every_chart_with_vega_lite_and_none_with_plotly(
+    dashboard: Dashboard, demo_run: Path, buffer: str, landing: str, frequency: str
+) -> None:
+    at = dashboard("sampling_lab", demo_run, query={"buffer": buffer, "lab_draws": "5"})
+    _button(at, "Draw 5").click().run()  # type: ignore[attr-defined]
+    assert not at.exception
+    assert not at.get("plotly_chart")
+    first, second = [json.loads(c.proto.spec)["title"]["text"]
+                     for c in at.get("vega_lite_chart")]
+    assert first.startswith("Where the batch landed: ") and landing in first
+    assert second == frequency
 
 
 def test_applying_priorities_on_the_curriculum_page_turns_them_on_in_the_lab(

@@ -3,6 +3,7 @@ samplable fractions follow it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bufcore import load_buffer
@@ -14,6 +15,16 @@ def test_the_trajectories_page_renders_the_demo_run(dashboard: Dashboard, demo_r
     assert not at.exception
     assert not at.error
     assert at.dataframe[0].value["buffer"].tolist() == ["online", "expert"]
+
+
+def test_the_page_draws_its_charts_with_vega_lite_and_none_with_plotly(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("trajectories", demo_run)
+    assert not at.get("plotly_chart")
+    titles = [json.loads(c.proto.spec)["title"]["text"] for c in at.get("vega_lite_chart")]
+    assert titles == ["What a window length can still sample", "Trajectory lengths, all envs",
+                      "Trajectory lengths per env", "Expert trajectory length per motion"]
 
 
 def test_the_trajectory_count_is_the_online_buffers_own(

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from app.vega import (
+    bar_spans,
     chart,
     colours,
     frame,
@@ -178,3 +179,20 @@ def test_a_category_position_keeps_labels_level_and_sorts_by_the_field_named() -
     assert channel["sort"] == {"field": "rank", "op": "min"}
     assert channel["axis"]["labelAngle"] == 0
     assert "sort" not in category_position("motion", title="motion id")
+
+
+def test_bar_spans_keep_the_bins_middle_and_leave_a_gap_either_side() -> None:
+    left, right = bar_spans(np.array([0.0, 10.0]), np.array([10.0, 30.0]), fill=0.9)
+    assert left.tolist() == pytest.approx([0.5, 11.0])
+    assert right.tolist() == pytest.approx([9.5, 29.0])
+
+
+@pytest.mark.parametrize("fill", [0.0, -0.5, 1.5])
+def test_bar_spans_refuse_a_fill_that_is_not_a_fraction(fill: float) -> None:
+    with pytest.raises(ValueError, match="fill: expected a fraction"):
+        bar_spans(np.zeros(1), np.ones(1), fill=fill)
+
+
+def test_bar_spans_refuse_ends_of_different_lengths() -> None:
+    with pytest.raises(ValueError, match="right: expected one per left"):
+        bar_spans(np.zeros(2), np.ones(3))

@@ -154,12 +154,15 @@ def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
         context.close()
 
 
-# Charts the Curriculum and Compare pages draw on the demo run, all Vega-Lite.
-VEGA_PAGES = {"curriculum": 6, "compare": 5}
+# Charts each page draws on the demo run, all Vega-Lite (the Sampling lab's, before Draw N).
+VEGA_PAGES = {
+    "curriculum": 6, "compare": 5, "trajectories": 4, "sampling_lab?buffer=expert": 1,
+    "sampling_lab?buffer=train": 1, "sampling_lab?buffer=z": 1,
+}
 
 
 @pytest.mark.parametrize(("path", "count"), list(VEGA_PAGES.items()))
-def test_the_curriculum_and_compare_pages_draw_vega_lite_and_never_load_plotly(
+def test_a_page_draws_only_vega_lite_and_never_loads_plotly(
     browser: Any, dashboard_url: str, path: str, count: int
 ) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 1800})
@@ -171,8 +174,12 @@ def test_the_curriculum_and_compare_pages_draw_vega_lite_and_never_load_plotly(
         settle(tab)
         charts = tab.locator('[data-testid="stVegaLiteChart"]')
         charts.nth(count - 1).wait_for()
+        if path.startswith("sampling_lab"):  # and the frequencies over many draws
+            tab.get_by_role("button", name=re.compile(r"^Draw [\d,]+ batches$")).click()
+            charts.nth(count).wait_for()
+            count += 1
         tab.wait_for_function(VEGA_DRAWN)
-        screenshot(tab, f"{path}-vega")
+        screenshot(tab, "vega-" + re.sub(r"\W+", "-", path))
         assert charts.count() == count
         assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
         assert asked == []
@@ -380,6 +387,11 @@ RLINF_SHOWS = {
 }
 
 
+# Charts of the RLinf views: FIFO's id strip and window history; the samples per trajectory
+# and the episodes inside those read; where the batch landed.
+RLINF_CHARTS = {"fifo": 2, "trajectories": 3, "sampling_lab": 1}
+
+
 @pytest.mark.parametrize("path", list(RLINF_SHOWS), ids=lambda p: p or "overview")
 def test_every_rlinf_view_opens_an_rlinf_directory(
     browser: Any, rlinf_url: str, path: str
@@ -395,9 +407,9 @@ def test_every_rlinf_view_opens_an_rlinf_directory(
         assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
         text = tab.locator('[data-testid="stMain"]').inner_text()
         assert RLINF_SHOWS[path] in text.replace("\n", " ")
-        if path == "fifo":  # the id strip and the window's history, drawn by Vega-Lite
+        if path in RLINF_CHARTS:  # all drawn by Vega-Lite
             tab.wait_for_function(VEGA_DRAWN)
-            assert tab.locator('[data-testid="stVegaLiteChart"]').count() == 2
+            assert tab.locator('[data-testid="stVegaLiteChart"]').count() == RLINF_CHARTS[path]
             assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
     finally:
         context.close()

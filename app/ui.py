@@ -26,6 +26,7 @@ from app.curriculum_history import (
 from app.fingerprint import Fingerprint, fingerprint
 from app.moments import checkpoint_moment, disagreements, log_moment
 from app.query import infinite_values
+from app.ring import BinnedMap, boundary_map
 from app.run_data import (
     READ_ERRORS,
     BufferEntry,
@@ -331,12 +332,18 @@ def stored_leaf(path: Path, key_path: Sequence[str]) -> np.ndarray:
     return _cached_leaf(str(confined(path)), tuple(key_path), fingerprint(path))
 
 
-def end_flags(path: Path, key_path: Sequence[str]) -> np.ndarray | None:
-    """The end flags of the trajectory buffer at ``path`` as bool ``[rows]`` or
-    ``[rows, envs]`` (see :func:`app.trajectory_stats.end_matrix`), read lazily and cached;
-    None, with an error on the page naming the file and the leaf, when they cannot be read."""
+@st.cache_data(show_spinner=False, max_entries=16)
+def _cached_end_map(path: str, key_path: tuple[str, ...], key: Fingerprint) -> BinnedMap:
+    return boundary_map(end_matrix(_cached_leaf(path, key_path, key)))
+
+
+def end_map(path: Path, key_path: Sequence[str]) -> BinnedMap | None:
+    """The episode-end map of the trajectory buffer at ``path`` (:func:`app.ring.boundary_map`
+    of its end flags), cached per checkpoint version: a Resample redraws the map without
+    pooling the flags again. None, with an error on the page naming the file and the leaf,
+    when they cannot be read."""
     try:
-        return end_matrix(stored_leaf(path, key_path))
+        return _cached_end_map(str(confined(path)), tuple(key_path), fingerprint(path))
     except READ_ERRORS as err:
         st.error(f"{path}: cannot read the end flags {'/'.join(key_path)!r}: {err}")
         return None

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import ui
-from app.ring import boundary_map, latest_wraps, occupancy, ring_state, slot_age_series
+from app.ring import latest_wraps, occupancy, ring_state, slot_age_series
 from app.ring_figures import (
     boundary_map_figure,
     occupancy_figure,
@@ -129,9 +129,8 @@ if source is not None and entry is not None and entry.summary is not None:
     if summary.env_count is not None and summary.end_key is not None and state.length > 0:
         end_name = "/".join(summary.end_key)
         st.subheader(f"Episode ends (the `{end_name}` flag)")
-        flags = ui.end_flags(entry.path, summary.end_key)
-        if flags is not None:
-            binned = boundary_map(flags)
+        binned = ui.end_map(entry.path, summary.end_key)
+        if binned is not None:
             st.vega_lite_chart(
                 boundary_map_figure(binned, state.cursor, end_key=end_name, full=state.full),
                 width="stretch",

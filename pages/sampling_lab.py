@@ -10,7 +10,6 @@ import pandas as pd
 import streamlit as st
 
 from app import rlinf_view, ui
-from app.ring import boundary_map
 from app.rlinf_figures import landing_figure
 from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS, SourceData
 from app.sampling_figures import frequency_figure, landing_map_figure, row_landing_figure
@@ -259,12 +258,12 @@ if data is not None and entry is not None and entry.summary is not None:
     st.subheader("Where the batch landed")
     if summary.kind == ONLINE and summary.end_key is not None and request.seq_length is not None:
         end_name = "/".join(summary.end_key)
-        flags = ui.end_flags(entry.path, summary.end_key)
-        if flags is not None:
+        binned = ui.end_map(entry.path, summary.end_key)
+        if binned is not None:
             seq_len = request.seq_length
             st.vega_lite_chart(
                 landing_map_figure(
-                    boundary_map(flags), summary.cursor, columns["time"][::seq_len],
+                    binned, summary.cursor, columns["time"][::seq_len],
                     columns["env"][::seq_len], seq_len, end_key=end_name, full=summary.full,
                 ),
                 width="stretch",

@@ -75,10 +75,10 @@ def test_a_torn_log_line_still_draws_occupancy(dashboard: Dashboard, run_copy: P
 def test_end_flags_that_cannot_be_read_are_an_error_naming_the_file_and_leaf(
     dashboard: Dashboard, demo_run: Path, monkeypatch: pytest.MonkeyPatch, page: str
 ) -> None:
-    def unreadable(path: Path, key_path: object) -> object:
+    def unreadable(path: str, key_path: object, key: object) -> object:
         raise OSError("the disk said no")
 
-    monkeypatch.setattr(app.ui, "stored_leaf", unreadable)
+    monkeypatch.setattr(app.ui, "_cached_end_map", unreadable)
     at = dashboard(page, demo_run, query={"buffer": "train"})
     assert not at.exception
     assert any(
@@ -116,3 +116,21 @@ def test_the_charts_reach_the_browser_with_their_data_as_arrow(
     assert named == [["arcs"], ["age"], ["ends"], ["occupancy"]]
     assert all("datasets" not in json.loads(chart.proto.spec) for chart in charts)
     assert all(d.data.data for chart in charts for d in chart.proto.datasets)
+
+
+def test_the_episode_end_map_is_pooled_once_per_checkpoint_version(
+    dashboard: Dashboard, demo_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    pool = app.ui.boundary_map
+
+    def counted(flags: object) -> object:
+        calls.append(1)
+        return pool(flags)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app.ui, "boundary_map", counted)
+    app.ui._cached_end_map.clear()
+    for seed in (1, 2):  # a Resample: another seed, the same checkpoint
+        at = dashboard("sampling_lab", demo_run, query={"buffer": "train", "lab_seed": seed})
+        assert not at.exception
+    assert len(calls) == 1

@@ -106,8 +106,8 @@ def test_the_metrics_page_draws_the_logged_curves_and_downloads_them_as_csv(
     page.goto(dashboard_url + "metrics")
     settle(page)
     assert page.locator(EXCEPTION).count() == 0
-    # The demo's losses and reward, each in its own chart (plotly loads after the script).
-    charts = page.locator('[data-testid="stPlotlyChart"]')
+    # The demo's losses and reward, each in its own chart (drawn after the script ends).
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
     charts.nth(2).wait_for()
     assert charts.count() == 3
     with page.expect_download() as download:
@@ -146,6 +146,29 @@ def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
         charts.nth(count - 1).wait_for()
         tab.wait_for_function(VEGA_DRAWN)
         screenshot(tab, f"fifo-{query.split('=')[1]}")
+        assert charts.count() == count
+        assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
+        assert asked == []
+        assert tab.locator(EXCEPTION).count() == 0
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize(("path", "count"), [("td_ema", 4), ("metrics", 3), ("live", 3)])
+def test_the_td_ema_metrics_and_live_pages_draw_vega_lite_charts_and_never_load_plotly(
+    browser: Any, dashboard_url: str, path: str, count: int
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        asked = plotly_requests(tab)
+        tab.goto(dashboard_url + path)
+        settle(tab)
+        charts = tab.locator('[data-testid="stVegaLiteChart"]')
+        charts.nth(count - 1).wait_for()
+        tab.wait_for_function(VEGA_DRAWN)
+        screenshot(tab, f"{path}-vega")
         assert charts.count() == count
         assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
         assert asked == []

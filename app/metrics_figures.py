@@ -4,6 +4,7 @@ the raw curve faint behind the smoothed one (numpy arrays in, a Vega-Lite spec o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,7 +29,6 @@ COLOURS = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b
 FAINT_OPACITY, FAINT_WIDTH, WIDTH = 0.3, 1.0, 2.0
 # A log axis with nothing to draw still needs a domain.
 EMPTY_LOG_DOMAIN = (1.0, 10.0)
-LOG_PAD = 10**0.5
 
 
 def metric_figure(
@@ -101,8 +101,9 @@ def _x_channel(axis: str) -> tuple[Spec, tuple[str, str, str | None]]:
     """The x channel for ``axis`` and its tooltip field (wall clock: a UTC time axis)."""
     title = X_AXES[axis]
     if axis == WALL:
+        # Hours on a 24-hour clock (Vega's default, "07:25", reads as morning or evening).
         channel = {"field": "x", "type": "temporal", "scale": {"type": "utc"},
-                   "axis": {"title": title}}
+                   "axis": {"title": title, "format": {"hours": "%H:%M", "minutes": "%H:%M"}}}
         return channel, ("x", "time (UTC)", "%Y-%m-%d %H:%M:%S")
     if axis == RELATIVE:
         return position("x", title=title, scale={}), ("x", "seconds", ",.1f")
@@ -115,11 +116,26 @@ def _y_channel(traces: Sequence[Trace], *, metric: str, log_y: bool) -> Spec:
         return position("y", title=metric, scale={"nice": True})
     values = np.concatenate([t.y for t in traces]) if traces else np.zeros(0)
     values = values[np.isfinite(values) & (values > 0)]
-    low, high = ((float(values.min()), float(values.max())) if values.size
-                 else EMPTY_LOG_DOMAIN)
-    if low == high:  # one value: a decade around it
-        low, high = low / LOG_PAD, high * LOG_PAD
-    return log_position("y", title=metric, low=low, high=high)
+    if not values.size:
+        return log_position("y", title=metric, low=EMPTY_LOG_DOMAIN[0],
+                            high=EMPTY_LOG_DOMAIN[1])
+    low, high = float(values.min()), float(values.max())
+    # Out to the nearest 1, 2 or 5 times a power of ten: ticks at both ends, written short
+    # (a narrow range would otherwise be ticked at its raw ends, "1.70671148752").
+    bottom, top = _nice(low, down=True), _nice(high, down=False)
+    if bottom == top:  # one value, on a tick: up to the next one
+        top = _nice(top * 1.01, down=False)
+    return log_position("y", title=metric, low=bottom, high=top)
+
+
+def _nice(value: float, *, down: bool) -> float:
+    """The nearest 1, 2 or 5 times a power of ten at or below (``down``) or above ``value``."""
+    power = 10.0 ** math.floor(math.log10(value))
+    steps = [power * f for f in (1.0, 2.0, 5.0, 10.0)]
+    # A hair of slack: 0.3 is stored a little above 3 x 10^-1.
+    if down:
+        return max(step for step in steps if step <= value * (1 + 1e-9))
+    return min(step for step in steps if step >= value * (1 - 1e-9))
 
 
 def _note(traces: Sequence[Trace], *, several: bool, hidden: int) -> str:

@@ -137,7 +137,7 @@ def test_on_a_log_axis_values_at_or_below_zero_are_left_out_and_counted() -> Non
     figure = metric_figure(traces, metric="m", runs=["a"], axis=STEP, log_y=True,
                            smoothing=0.0, hidden=hidden)
     y_scale = figure["layer"][0]["encoding"]["y"]["scale"]
-    assert y_scale["type"] == "log" and y_scale["domain"] == [2.0, 4.0]
+    assert y_scale["type"] == "log" and y_scale["domain"] == [2.0, 5.0]
     assert "2 values <= 0 not drawn on the log axis" in figure["title"]["subtitle"]
 
 
@@ -213,10 +213,13 @@ def test_the_csv_refuses_an_unknown_axis() -> None:
 
 
 @pytest.mark.parametrize(("values", "domain"), [
-    ([5.0], [5.0 / 10**0.5, 5.0 * 10**0.5]),  # one value: a decade around it
+    ([5.0], [5.0, 10.0]),  # one value on a tick: up to the next
+    ([1.10343, 1.70671], [1.0, 2.0]),  # a narrow range: out to the ticks around it
+    ([0.3, 0.7], [0.2, 1.0]),
+    ([0.0012, 4500.0], [0.001, 5000.0]),
     ([-1.0, 0.0], [1.0, 10.0]),  # nothing to draw: a domain all the same
 ])
-def test_a_log_axis_always_gets_a_domain_it_can_draw(values: list[float],
+def test_a_log_axis_spans_the_ticks_around_the_drawn_values(values: list[float],
                                                      domain: list[float]) -> None:
     traces, hidden = metric_traces(curve(values), run="a", metric="m", axis=STEP,
                                    start=1000.0, smoothing=0.0, log_y=True)

@@ -5,7 +5,7 @@ evaluation round (series from :mod:`app.live` in, Vega-Lite specs out, drawn wit
 The page redraws every few seconds while the run writes. The occupancy and TD charts keep
 their note (the point count) in a dataset (:func:`app.vega.note_as_data`), so their spec stays
 the same while the run grows and Streamlit swaps their data in place: no blank frame between
-refreshes, and a zoomed chart stays zoomed.
+refreshes (a zoom still resets when new data arrive, as it did with Plotly).
 """
 
 from __future__ import annotations

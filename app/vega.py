@@ -302,8 +302,8 @@ def note_as_data(spec: Spec, *, name: str = "note") -> Spec:
     """``spec`` (from :func:`chart`) with its note read from a one-row dataset ``name`` instead
     of written in the spec. A chart redrawn every few seconds with new data (the Live page)
     then keeps one spec while its note counts the new points: Streamlit swaps the data of a
-    chart whose spec is unchanged in place, but draws a changed spec anew (a blank frame, and
-    the user's zoom lost).
+    chart whose spec is unchanged in place, but draws a changed spec anew (a blank frame, the
+    page's height jumping).
 
     Raises:
         ValueError: ``spec`` has no note, or already a dataset ``name``.

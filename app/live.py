@@ -1,12 +1,13 @@
-"""Following a run while it writes: tail its ``metrics.jsonl`` and chart what arrived.
+"""Following a run while it writes: tail its ``metrics.jsonl`` and read what arrived as series.
 
 :class:`LiveTail` holds one reader's place in a log (byte offset, the records read so far,
 bounded to the most recent :data:`MAX_RECORDS`) and :meth:`LiveTail.poll` reads only the
 lines appended since the last poll, through :func:`bufcore.read_metrics`. A log replaced by a
 new run (renamed over, shorter than the offset, or removed) drops what was held and starts
 over. :func:`run_status` says whether the run is running, finished or stalled, how far it is
-through its plan and when it should end. The functions below turn held records into series and
-the Live page's figures (numpy arrays in, plotly figures out). Nothing here imports Streamlit.
+through its plan and when it should end. The functions below turn held records into the series
+and the evaluation round the Live page draws (:mod:`app.live_figures` draws them). Nothing here
+imports Streamlit.
 """
 
 from __future__ import annotations
@@ -19,10 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
 
-from app.downsample import Reduced, min_max
-from app.figures import line_trace, reference_line, styled
 from app.ring import occupancy as buffer_occupancy
 from bufcore import read_metrics
 from bufcore.inspect import BUFFER_CHECKPOINT, METRICS_FILE
@@ -315,65 +313,27 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _reduce(series: Series) -> Reduced:
-    return min_max(series.x, series.y)
+@dataclass(frozen=True)
+class EvalRound:
+    """One evaluation round, as the Live page draws it.
 
-
-def _note(reduced: Sequence[Reduced]) -> str:
-    """The largest series' point count (``"n -> m points"`` when it was reduced)."""
-    return max(reduced, key=lambda r: r.total).caption()
-
-
-def occupancy_figure(series: Sequence[Series]) -> go.Figure:
-    """Each buffer's fill level (percent of its capacity) over training steps.
-
-    Raises:
-        ValueError: ``series`` is empty.
+    Attributes:
+        round: The record's ``round`` (``"?"`` when absent).
+        step: The record's ``step`` (``"?"`` when absent).
+        motions: The motion ids, as text (one bar each).
+        emd: Each motion's EMD to its expert frames (NaN where the record has null).
+        probability: Each motion's sampling probability now, or None when not logged.
     """
-    if not series:
-        raise ValueError("series: expected at least one buffer's occupancy, got none")
-    figure = go.Figure()
-    reduced = [_reduce(s) for s in series]
-    for s, r in zip(series, reduced, strict=True):
-        figure.add_trace(line_trace(r.x, r.y, name=s.name, line={"shape": "hv"}))
-    figure.update_yaxes(range=[0, 105])
-    return styled(figure, title="Buffer occupancy", x="training step", y="filled (% of capacity)",
-                  note=_note(reduced))
+
+    round: object
+    step: object
+    motions: list[str]
+    emd: np.ndarray
+    probability: np.ndarray | None
 
 
-def td_figure(series: dict[str, Series]) -> go.Figure:
-    """TD-EMA's running mean with a +/- one std band, the batch means faint behind.
-
-    Raises:
-        ValueError: the EMA mean is missing from ``series``.
-    """
-    if "td/ema_mean" not in series:
-        raise ValueError("series: expected 'td/ema_mean' (train records with TD-EMA fields)")
-    figure = go.Figure()
-    mean = _reduce(series["td/ema_mean"])
-    notes = [mean]
-    if "td/batch_mean" in series:
-        batch = _reduce(series["td/batch_mean"])
-        notes.append(batch)
-        figure.add_trace(line_trace(batch.x, batch.y, name="batch mean",
-                                    line={"color": "rgba(99,110,250,0.3)", "width": 1}))
-    std = series.get("td/ema_std")
-    if std is not None and len(std.x) == len(series["td/ema_mean"].x) and not mean.reduced:
-        # The band only when every point is kept: min/max keeps different steps per series.
-        for sign, name in ((1.0, "upper"), (-1.0, "EMA mean \u00b1 std")):
-            figure.add_trace(go.Scatter(
-                x=mean.x, y=mean.y + sign * std.y, name=name, mode="lines",
-                line={"width": 0}, showlegend=sign < 0,
-                fill="tonexty" if sign < 0 else None, fillcolor="rgba(239,85,59,0.15)",
-                hoverinfo="skip",
-            ))
-    figure.add_trace(line_trace(mean.x, mean.y, name="EMA mean", line={"color": "#EF553B"}))
-    return styled(figure, title="TD error: running EMA vs each batch", x="training step",
-                  y="TD error", note=_note(notes))
-
-
-def eval_figure(record: dict[str, Any]) -> go.Figure:
-    """The evaluation round's EMD per motion (bars), the round's mean as a dashed line.
+def eval_round(record: dict[str, Any]) -> EvalRound:
+    """The evaluation round an ``eval`` record holds.
 
     Raises:
         ValueError: ``record`` lacks ``motion_ids`` and ``emd`` lists of one length, or an
@@ -385,24 +345,13 @@ def eval_figure(record: dict[str, Any]) -> go.Figure:
     values = [_number(v) for v in emds]
     if any(value is None and v is not None for value, v in zip(values, emds, strict=True)):
         raise ValueError("record: expected numbers (or null) in emd")
-    y = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    emd = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
     probability = record.get("probability")
-    hover = "motion %{x}<br>EMD %{y:.3f}"
-    custom = None
+    chances = None
     if isinstance(probability, list) and len(probability) == len(ids):
-        custom = np.array(probability, dtype=np.float64)
-        hover += "<br>sampling probability now %{customdata:.3f}"
-    figure = go.Figure(go.Bar(
-        x=[str(m) for m in ids], y=y, name="EMD", customdata=custom,
-        hovertemplate=hover + "<extra></extra>", marker={"color": "#636EFA"},
-    ))
-    mean = float(np.nanmean(y)) if np.isfinite(y).any() else None
-    if mean is not None:
-        reference_line(figure, y=mean, label=f"mean {mean:.3f}", colour="#444")
-    figure.update_xaxes(type="category")
-    title = f"Evaluation round {record.get('round', '?')} at step {record.get('step', '?')}"
-    return styled(figure, title=title, x="motion id", y="EMD to the expert (lower is better)",
-                  note="distance between each motion's tracked path and its expert frames")
+        chances = np.array(probability, dtype=np.float64)
+    return EvalRound(record.get("round", "?"), record.get("step", "?"), [str(m) for m in ids],
+                     emd, chances)
 
 
 def age_text(seconds: float) -> str:

@@ -196,9 +196,9 @@ def metric_traces(
 
 
 def wall_clock(seconds: np.ndarray) -> np.ndarray:
-    """Seconds since the epoch as ``datetime64[ms]`` (UTC), for a date axis."""
-    milliseconds = (np.asarray(seconds, dtype=np.float64) * 1000).round()
-    return np.asarray(milliseconds.astype("datetime64[ms]"))
+    """Seconds since the epoch as milliseconds since the epoch (float64), the values a
+    Vega-Lite time axis reads."""
+    return np.asarray(seconds, dtype=np.float64) * 1000.0
 
 
 def traces_csv(traces: Sequence[Trace], *, axis: str) -> str:

@@ -1,19 +1,89 @@
 """Figures of the TD-EMA view: EMA against batch statistics, the weight histogram, and the
-clipped fractions over training (numpy arrays in, plotly figures out)."""
+clipped fractions over training (numpy arrays in, Vega-Lite specs out, drawn with
+``st.vega_lite_chart``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-import plotly.graph_objects as go
+import pandas as pd
 
 from app.downsample import MAX_POINTS, histogram, min_max
-from app.figures import line_trace, styled
 from app.td_view import TDSeries, WeightPreview, smooth
+from app.vega import (
+    Spec,
+    chart,
+    colours,
+    frame,
+    hover_points,
+    layer,
+    legend_columns,
+    lines,
+    long_frame,
+    position,
+    tooltip,
+    vertical_rule,
+    zoom,
+)
 
 BATCH_COLOUR = "#1f77b4"
 EMA_COLOUR = "#d62728"
 MIN_COLOUR = "#2ca02c"
 MAX_COLOUR = "#ff7f0e"
+WARMUP_COLOUR = "#7f7f7f"
+
+
+@dataclass(frozen=True)
+class _Curve:
+    """One drawn curve and its look; ``behind`` curves are drawn first."""
+
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    colour: str
+    opacity: float = 1.0
+    width: float = 2.0
+    behind: bool = False
+
+
+def _curve_layers(
+    curves: list[_Curve], *, y: Spec, y_format: str, rules: list[tuple[str, str]],
+) -> tuple[list[Spec], tuple[list[str], list[str]], dict[str, pd.DataFrame]]:
+    """The layers of ``curves`` over training steps, ``y`` their values: those ``behind``
+    first, the rest over them (wheel zoom on both axes), then tooltip points. ``rules`` are
+    ``(label, colour)`` of lines the caller draws, listed in the same legend.
+
+    Returns:
+        The layers, the legend's ``(names, palette)`` and the datasets.
+    """
+    names = [c.name for c in curves] + [label for label, _ in rules]
+    palette = [c.colour for c in curves] + [colour for _, colour in rules]
+    opacity = [c.opacity for c in curves] + [1.0] * len(rules)
+    width = [c.width for c in curves] + [2.0] * len(rules)
+    step = position("step", title="training step", whole=True, scale={})
+
+    def drawn(which: list[str], params: list[Spec]) -> Spec:
+        return lines("curves", x=step, y=y, names=names, palette=palette, opacity=opacity,
+                     width=width, draw=which, params=params)
+
+    back = [c.name for c in curves if c.behind]
+    layers = [drawn(back, [])] if back else []
+    layers.append(drawn([c.name for c in curves if not c.behind], [zoom("x", "y")]))
+    layers.append(hover_points("curves", x=step, y=y, fields=[
+        ("label", "curve", None), ("step", "step", ",d"),
+        (y["field"], y["axis"]["title"], y_format)]))
+    data = long_frame([(c.name, c.x, c.y) for c in curves], x="step", y=y["field"])
+    return layers, (names, palette), {"curves": data}
+
+
+def _warmup_shade(first: float, warmup_step: float) -> Spec:
+    """The warmup, shaded grey across the plot's height."""
+    return layer({"type": "rect", "color": WARMUP_COLOUR, "opacity": 0.12, "clip": True,
+                  "tooltip": None},
+                 data=[{"from": first, "to": warmup_step}],
+                 encoding={"x": {"field": "from", "type": "quantitative"},
+                           "x2": {"field": "to"}})
 
 
 def stat_figure(
@@ -24,12 +94,13 @@ def stat_figure(
     warmup_step: int | None,
     warmup: int | None,
     max_points: int = MAX_POINTS,
-) -> go.Figure:
+) -> Spec:
     """The EMA's ``stat`` ("mean" or "std") against the batches' over training steps.
 
     The batch curve is smoothed with ``smoothing`` (raw curve faint behind); the EMA is drawn
     as logged, since it is what training normalised with. The warmup is shaded up to
-    ``warmup_step``. Long series are reduced with :func:`app.downsample.min_max`.
+    ``warmup_step``, its end a dashed line named in the legend. Long series are reduced with
+    :func:`app.downsample.min_max`.
 
     Raises:
         ValueError: ``stat`` is not "mean" or "std", or ``smoothing`` outside [0, 1).
@@ -40,31 +111,29 @@ def stat_figure(
     ema = series.ema_mean if stat == "mean" else series.ema_std
     steps = series.steps.astype(np.float64)
     raw = min_max(steps, batch, max_points=max_points)
-    figure = go.Figure()
+    curves = []
     if smoothing > 0:
-        figure.add_trace(line_trace(raw.x, raw.y, name=f"batch {stat} (raw)",
-                                    line={"color": BATCH_COLOUR, "width": 1}, opacity=0.25))
+        curves.append(_Curve(f"batch {stat} (raw)", raw.x, raw.y, BATCH_COLOUR, opacity=0.25,
+                             width=1.0, behind=True))
         shown = min_max(steps, smooth(batch, smoothing), max_points=max_points)
-        label = f"batch {stat} (smoothed {smoothing:.2f})"
+        curves.append(_Curve(f"batch {stat} (smoothed {smoothing:.2f})", shown.x, shown.y,
+                             BATCH_COLOUR))
     else:
-        shown, label = raw, f"batch {stat}"
-    figure.add_trace(line_trace(shown.x, shown.y, name=label, line={"color": BATCH_COLOUR}))
+        curves.append(_Curve(f"batch {stat}", raw.x, raw.y, BATCH_COLOUR))
     kept = min_max(steps, ema, max_points=max_points)
-    figure.add_trace(line_trace(kept.x, kept.y, name=f"EMA {stat}",
-                                line={"color": EMA_COLOUR, "width": 2.5}))
-    if warmup_step is not None and len(steps):
-        figure.add_vrect(x0=float(steps[0]), x1=warmup_step, fillcolor="grey", opacity=0.12,
-                         line_width=0)
-        figure.add_vline(x=warmup_step, line_dash="dash", line_color="grey",
-                         annotation_text=f"warmup ends ({warmup} updates)",
-                         annotation_position="top right")
-    return styled(
-        figure,
-        title=f"TD error {stat}: EMA vs each batch",
-        x="training step",
-        y=f"TD error {stat}",
-        note=raw.caption(),
+    curves.append(_Curve(f"EMA {stat}", kept.x, kept.y, EMA_COLOUR, width=2.5))
+    warmed = warmup_step is not None and len(steps) > 0
+    rule = f"warmup ends ({warmup} updates)"
+    layers, legend, datasets = _curve_layers(
+        curves, y=position("value", title=f"TD error {stat}", scale={"nice": True}),
+        y_format=".4~g", rules=[(rule, WARMUP_COLOUR)] if warmed else [],
     )
+    if warmup_step is not None and warmed:
+        layers = [_warmup_shade(float(steps[0]), float(warmup_step)), *layers,
+                  vertical_rule(float(warmup_step), colour=WARMUP_COLOUR, label=rule,
+                                legend=legend)]
+    return legend_columns(chart(layers, title=f"TD error {stat}: EMA vs each batch",
+                                note=raw.caption(), datasets=datasets), 2)
 
 
 def weight_histogram_figure(
@@ -75,28 +144,41 @@ def weight_histogram_figure(
     step: int,
     empirical: bool,
     bins: int = 60,
-) -> go.Figure:
-    """Histogram of previewed weights at ``step``, with the clip bounds as dashed lines; the
-    note says whether they come from the logged distribution (``empirical``) or from the
-    Normal assumption."""
+) -> Spec:
+    """Histogram of previewed weights at ``step``, with the clip bounds as dashed lines named
+    in the legend; the note says whether they come from the logged distribution
+    (``empirical``) or from the Normal assumption."""
     counts, edges = histogram(weights, bins=bins)
-    figure = go.Figure()
+    axis_title = "weight (after clipping)"
+    bounds = [(f"min weight {min_weight:g}", min_weight, MIN_COLOUR),
+              (f"max weight {max_weight:g}", max_weight, MAX_COLOUR)]
+    legend = (["TD errors", *(label for label, _, _ in bounds)],
+              [BATCH_COLOUR, *(colour for _, _, colour in bounds)])
+    layers, data = [], {}
     if counts.size:
-        share = counts / max(int(counts.sum()), 1)
-        figure.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=share,
-                                width=np.diff(edges), name="TD errors",
-                                marker={"color": BATCH_COLOUR}))
-    for bound, name, colour in ((min_weight, "min", MIN_COLOUR), (max_weight, "max", MAX_COLOUR)):
-        figure.add_vline(x=bound, line_dash="dash", line_color=colour,
-                         annotation_text=f"{name} weight {bound:g}")
-    return styled(
-        figure,
+        data["bins"] = frame(left=edges[:-1], right=edges[1:],
+                             share=counts / max(int(counts.sum()), 1))
+        share = position("share", title="share of TD errors", axis={"format": "~%"})
+        layers.append(layer(
+            {"type": "rect", "stroke": "white", "strokeWidth": 0.5}, data="bins",
+            params=[zoom("x")],
+            encoding={"x": position("left", title=axis_title, scale={"nice": True}),
+                      "x2": {"field": "right"}, "y": share, "y2": {"datum": 0},
+                      "color": colours(*legend, datum="TD errors"),
+                      "tooltip": tooltip(("left", "from", ".3~g"), ("right", "to", ".3~g"),
+                                         ("share", "share", ".2%"))}))
+    for label, bound, colour in bounds:
+        rule = vertical_rule(bound, colour=colour, label=label, legend=legend)
+        # The axis's title even when no bar was drawn (no finite weight).
+        rule["encoding"]["x"]["title"] = axis_title
+        layers.append(rule)
+    return chart(
+        layers,
         title=f"Previewed TD weights at step {step}",
-        x="weight (after clipping)",
-        y="share of TD errors",
         note=f"{len(weights):,} evenly spaced levels of "
         + ("the logged TD error distribution" if empirical
            else "Normal(batch mean, batch std): no distribution logged"),
+        datasets=data,
     )
 
 
@@ -107,7 +189,7 @@ def clip_figure(
     logged: bool,
     smoothing: float = 0.0,
     warmup_step: int | None = None,
-) -> go.Figure:
+) -> Spec:
     """Fraction of weights clipped at each bound over training: the preview, and (with
     ``logged``) the fractions training logged at the run's own settings; both smoothed with
     ``smoothing`` (see :func:`app.td_view.smooth`).
@@ -119,45 +201,38 @@ def clip_figure(
     Raises:
         ValueError: ``smoothing`` outside [0, 1).
     """
-    figure = go.Figure()
-    curves: list[tuple[np.ndarray, np.ndarray]] = []
+    curves = []
     if logged:
-        # Drawn first, wide and pale, so the preview on top does not hide them where they agree.
+        # Drawn behind, wide and pale, so the preview on top does not hide them where they agree.
         all_steps = series.steps.astype(np.float64)
         for values, name, colour in ((series.clip_min, "min", MIN_COLOUR),
                                      (series.clip_max, "max", MAX_COLOUR)):
             kept = min_max(all_steps, smooth(values, smoothing))
-            curves.append((kept.x, kept.y))
-            figure.add_trace(line_trace(kept.x, kept.y, name=f"logged: clipped at {name}",
-                                        line={"color": colour, "width": 6}, opacity=0.3))
+            curves.append(_Curve(f"logged: clipped at {name}", kept.x, kept.y, colour,
+                                 opacity=0.3, width=6.0, behind=True))
     steps = preview.steps.astype(np.float64)
     for values, name, colour in ((preview.clip_min, "min", MIN_COLOUR),
                                  (preview.clip_max, "max", MAX_COLOUR)):
-        shown = smooth(values, smoothing)
-        curves.append((steps, shown))
-        figure.add_trace(line_trace(steps, shown, name=f"preview: clipped at {name}",
-                                    line={"color": colour, "width": 1.5}))
+        curves.append(_Curve(f"preview: clipped at {name}", steps, smooth(values, smoothing),
+                             colour, width=1.5))
     notes = [f"preview at {len(steps):,} logged steps"]
     if smoothing:
         notes.append(f"smoothed {smoothing:.2f}")
-    top = _fitted_top(curves, warmup_step)
+    top = _fitted_top([(c.x, c.y) for c in curves], warmup_step)
+    title = "share of TD weights clipped"
     if top is not None and warmup_step is not None:
         after, peak = top
-        figure.update_yaxes(range=[0.0, after])
-        figure.add_vrect(x0=float(series.steps[0]), x1=warmup_step, fillcolor="grey",
-                         opacity=0.12, line_width=0)
+        share = position("share", title=title, scale={"domain": [0.0, after]})
         if peak > after:
             notes.append(f"warmup (shaded) peaks at {peak:.0%}, off the axis")
     else:
-        figure.update_yaxes(rangemode="tozero")
-    figure.update_yaxes(tickformat=".1%")
-    return styled(
-        figure,
-        title="Fraction of TD weights clipped at each bound",
-        x="training step",
-        y="share of TD weights clipped",
-        note="; ".join(notes),
-    )
+        share = position("share", title=title, scale={"zero": True, "nice": True})
+    share["axis"]["format"] = ".1%"
+    layers, _, datasets = _curve_layers(curves, y=share, y_format=".2%", rules=[])
+    if top is not None and warmup_step is not None:
+        layers.insert(0, _warmup_shade(float(series.steps[0]), float(warmup_step)))
+    return legend_columns(chart(layers, title="Fraction of TD weights clipped at each bound",
+                                note="; ".join(notes), datasets=datasets), 2)
 
 
 def _fitted_top(

@@ -284,3 +284,102 @@ def bar_spans(
         raise ValueError(f"right: expected one per left ({low.shape}), got {high.shape}")
     margin = (1 - fill) / 2 * (high - low)
     return low + margin, high - margin
+
+
+def lines(
+    data: str, *, x: Spec, y: Spec, names: Sequence[str], palette: Sequence[str],
+    opacity: Sequence[float] | None = None, width: Sequence[float] | None = None,
+    draw: Sequence[str] | None = None, field: str = "label", mark: Spec | None = None,
+    params: Sequence[Spec] = (),
+) -> Spec:
+    """Named lines over one dataset: ``data`` holds a row per point, ``field`` naming the line
+    it belongs to, and each of ``names`` is drawn in its ``palette`` colour, ``opacity`` and
+    ``width`` (default 1 and 2 px), all three shown by its one legend entry (a faint raw curve
+    reads as faint there too). ``draw`` keeps only those lines (default: all); layers are drawn
+    in order, so a raw curve drawn by a first call lies faint behind its smoothed one drawn by
+    a second. ``mark`` adds line mark settings (``{"interpolate": "step-after"}``). Rules named
+    in the legend (:func:`vertical_rule`, :func:`horizontal_rule`) pass ``(names, palette)`` as
+    their ``legend``, their label among ``names``; they name it in the field ``label``, this
+    ``field``'s default, which keeps the chart's legend one.
+
+    Raises:
+        ValueError: ``palette``, ``opacity`` or ``width`` differs in length from ``names``, or
+            ``draw`` names a line ``names`` lacks.
+    """
+    shades = [1.0] * len(names) if opacity is None else list(opacity)
+    widths = [2.0] * len(names) if width is None else list(width)
+    for what, values in (("opacity", shades), ("width", widths)):
+        if len(values) != len(names):
+            raise ValueError(f"{what}: expected {len(names)} values, got {len(values)}")
+    unknown = [name for name in draw or () if name not in names]
+    if unknown:
+        raise ValueError(f"draw: expected names among {list(names)}, got {unknown}")
+    # The same explicit domain on the three channels: Vega-Lite merges their legends into one.
+    # An ordinal scale maps the i-th name to the i-th value (a nominal field's default scale
+    # for opacity or width spreads the names between the first two values).
+    colour = colours(names, palette, field=field)
+    colour["legend"] = {**colour["legend"], "symbolType": "stroke"}
+
+    def by_name(values: list[float]) -> Spec:
+        return {"field": field, "type": "nominal", "legend": colour["legend"],
+                "scale": {"type": "ordinal", "domain": list(names), "range": values}}
+
+    encoding = {"x": x, "y": y, "color": colour, "opacity": by_name(shades),
+                "strokeWidth": by_name(widths)}
+    transform = [] if draw is None else [{"filter": {"field": field, "oneOf": list(draw)}}]
+    return layer({"type": "line", "clip": True, "tooltip": None, **(mark or {})}, data=data,
+                 encoding=encoding, transform=transform, params=params)
+
+
+def note_as_data(spec: Spec, *, name: str = "note") -> Spec:
+    """``spec`` (from :func:`chart`) with its note read from a one-row dataset ``name`` instead
+    of written in the spec. A chart redrawn every few seconds with new data (the Live page)
+    then keeps one spec while its note counts the new points: Streamlit swaps the data of a
+    chart whose spec is unchanged in place, but draws a changed spec anew (a blank frame, the
+    page's height jumping).
+
+    Raises:
+        ValueError: ``spec`` has no note, or already a dataset ``name``.
+    """
+    title = dict(spec["title"])
+    note = title.get("subtitle")
+    if note is None:
+        raise ValueError("spec: expected a chart with a note, got none")
+    datasets = dict(spec.get("datasets", {}))
+    if name in datasets:
+        raise ValueError(f"name: expected a dataset name the chart lacks, got {name!r}")
+    datasets[name] = pd.DataFrame({"note": [note]})
+    rows = f"data('{name}')"
+    title["subtitle"] = {"expr": f"length({rows}) ? {rows}[0].note : ''"}
+    # Vega-Lite compiles a dataset only where a layer reads it: this one does, drawing nothing.
+    reader = layer({"type": "text", "opacity": 0, "tooltip": None}, data=name,
+                   encoding={"x": {"value": 0}, "y": {"value": 0}, "text": {"field": "note"}})
+    return {**spec, "title": title, "layer": [*spec["layer"], reader], "datasets": datasets}
+
+
+def long_frame(
+    curves: Sequence[tuple[str, np.ndarray, np.ndarray]], *, x: str, y: str,
+    field: str = "label",
+) -> pd.DataFrame:
+    """One dataset of several named curves (``(name, xs, ys)``), a row per point in curve
+    order with columns ``field``, ``x`` and ``y``, as :func:`lines` draws them."""
+    def joined(index: int) -> np.ndarray:
+        parts = [np.asarray(curve[index], dtype=np.float64) for curve in curves]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    names = [np.full(len(xs), name, dtype=object) for name, xs, _ in curves]
+    return frame(**{field: np.concatenate(names) if names else np.zeros(0, dtype=object),
+                    x: joined(1), y: joined(2)})
+
+
+def legend_columns(spec: Spec, columns: int) -> Spec:
+    """``spec`` with its legend in ``columns`` columns: a chart in half the page's width has
+    no room for four long entries on a line (the last ones would be cut off).
+
+    Raises:
+        ValueError: ``columns < 1``.
+    """
+    if columns < 1:
+        raise ValueError(f"columns: expected >= 1, got {columns}")
+    config = spec.get("config", CONFIG)
+    return {**spec, "config": {**config, "legend": {**config["legend"], "columns": columns}}}

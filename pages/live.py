@@ -15,14 +15,12 @@ from app.live import (
     LiveTail,
     age_text,
     duration_text,
-    eval_figure,
     metrics_path,
     occupancy,
-    occupancy_figure,
     run_status,
-    td_figure,
     td_series,
 )
+from app.live_figures import eval_figure, occupancy_figure, td_figure
 from app.run_data import LOGLESS_KINDS
 from app.sources import Source
 
@@ -114,7 +112,7 @@ if source is not None:
         with left:
             buffers = occupancy(records)
             if buffers:
-                st.plotly_chart(occupancy_figure(buffers), width="stretch")
+                st.vega_lite_chart(occupancy_figure(buffers), width="stretch")
                 st.caption("Rows held as a share of each buffer's capacity; a ring buffer climbs "
                            "to 100% and stays there while it overwrites its oldest rows.")
             else:
@@ -122,7 +120,7 @@ if source is not None:
         with right:
             td = td_series(records)
             if "td/ema_mean" in td:
-                st.plotly_chart(td_figure(td), width="stretch")
+                st.vega_lite_chart(td_figure(td), width="stretch")
                 st.caption("TD-EMA's running mean (red, band: +/- its std) against each batch's "
                            "mean (faint): the weights are computed from the running statistics.")
             else:
@@ -131,7 +129,7 @@ if source is not None:
         if evaluation is not None:
             try:
                 # A hand-written or foreign log may hold an eval record the chart cannot draw.
-                st.plotly_chart(eval_figure(evaluation), width="stretch")
+                st.vega_lite_chart(eval_figure(evaluation), width="stretch")
             except ValueError as err:
                 st.warning(f"{log_path}: the eval record at step {evaluation.get('step', '?')} "
                            f"cannot be drawn: {err}")

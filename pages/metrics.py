@@ -123,7 +123,7 @@ for position, metric in enumerate(metrics):
         hidden += left_out
     shown += traces
     with columns[position % 2]:
-        st.plotly_chart(
+        st.vega_lite_chart(
             metric_figure(traces, metric=metric, runs=labels, axis=axis, log_y=log_y,
                           smoothing=smoothing, hidden=hidden),
             width="stretch",

@@ -73,7 +73,7 @@ if source is not None and data is not None:
     )
     left, right = st.columns(2)
     for column, stat in ((left, "mean"), (right, "std")):
-        column.plotly_chart(
+        column.vega_lite_chart(
             stat_figure(series, stat, smoothing=smoothing, warmup_step=end,
                         warmup=settings.warmup),
             width="stretch",
@@ -138,12 +138,12 @@ if source is not None and data is not None:
             column.metric(f"Clipped at {name} (logged)",
                           "n/a" if math.isnan(logged) else f"{logged:.1%}")
     left, right = st.columns(2)
-    left.plotly_chart(
+    left.vega_lite_chart(
         weight_histogram_figure(single.weights, min_weight=min_weight, max_weight=max_weight,
                                 step=step, empirical=bool(single.empirical[0])),
         width="stretch",
     )
-    right.plotly_chart(
+    right.vega_lite_chart(
         clip_figure(preview, series, logged=at_run, smoothing=smoothing, warmup_step=end),
         width="stretch",
     )

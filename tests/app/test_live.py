@@ -1,5 +1,5 @@
 """app.live without Streamlit: the log tail (appends, torn lines, restarts, the bound) and the
-Live page's series and figures."""
+Live page's series and the evaluation round it draws (its figures: test_live_figures.py)."""
 
 from __future__ import annotations
 
@@ -16,18 +16,14 @@ from app.live import (
     RUNNING,
     STALLED,
     LiveTail,
-    Series,
     age_text,
-    eval_figure,
+    eval_round,
     metrics_path,
     occupancy,
-    occupancy_figure,
     run_status,
-    td_figure,
     td_series,
 )
 from app.ring import occupancy as ring_occupancy
-from app.ring_figures import occupancy_figure as fifo_occupancy_figure
 from bufcore import RunLogger
 from bufcore.inspect import BUFFER_CHECKPOINT, RUN_DIRECTORY
 
@@ -252,68 +248,31 @@ def test_td_series_takes_the_ema_fields_of_train_records_and_skips_missing_value
     np.testing.assert_array_equal(series["td/ema_std"].y, [0.5, 0.4])
 
 
-@pytest.mark.parametrize("points", [1, 2, 3, 60_001])
-def test_the_occupancy_figure_says_how_many_points_it_plots(points: int) -> None:
-    x = np.arange(points, dtype=np.float64)
-    figure = occupancy_figure([Series("train", x, np.full(points, 50.0))])
-    title = figure.layout.title.text
-    assert (f"{points:,} -> " in title) == (points > 50_000)
-    assert sum(len(trace.x) for trace in figure.data) <= 50_000
-
-
-@pytest.mark.parametrize("records", [1, 2, 5])
-def test_the_occupancy_figure_names_its_x_axis_as_the_fifo_page_does(records: int) -> None:
-    # The same records' step, charted on two pages: one name for it (the log's training step).
-    rows = [buffer_record(s, 1, 4) for s in range(1, records + 1)]
-    live = occupancy_figure(occupancy(rows))
-    fifo = fifo_occupancy_figure(ring_occupancy(rows, "train"))
-    fill_line = next(layer for group in fifo["layer"] for layer in group["layer"]
-                     if layer["mark"]["type"] == "line")
-    assert live.layout.xaxis.title.text == fill_line["encoding"]["x"]["axis"]["title"]
-
-
-def test_the_occupancy_figure_refuses_no_series() -> None:
-    with pytest.raises(ValueError, match="series"):
-        occupancy_figure([])
-
-
-def test_the_td_figure_draws_the_band_and_the_batch_mean_when_given() -> None:
-    x = np.arange(3, dtype=np.float64)
-    figure = td_figure({
-        "td/ema_mean": Series("td/ema_mean", x, np.zeros(3)),
-        "td/ema_std": Series("td/ema_std", x, np.ones(3)),
-        "td/batch_mean": Series("td/batch_mean", x, np.ones(3)),
-    })
-    names = [trace.name for trace in figure.data]
-    assert names == ["batch mean", "upper", "EMA mean \u00b1 std", "EMA mean"]
-    np.testing.assert_array_equal(figure.data[1].y, [1.0, 1.0, 1.0])
-
-
-def test_the_td_figure_refuses_series_without_the_ema_mean() -> None:
-    with pytest.raises(ValueError, match="ema_mean"):
-        td_figure({})
-
-
 @pytest.mark.parametrize("motions", [1, 2, 5])
-def test_the_eval_figure_has_one_bar_per_motion_and_names_the_round(motions: int) -> None:
+def test_an_eval_round_holds_each_motions_emd_and_probability(motions: int) -> None:
     record = {"step": 300, "round": 2, "kind": "eval", "motion_ids": list(range(motions)),
               "emd": [float(m) for m in range(motions)], "probability": [1 / motions] * motions}
-    figure = eval_figure(record)
-    np.testing.assert_array_equal(figure.data[0].y, list(range(motions)))
-    assert figure.layout.title.text.startswith("Evaluation round 2 at step 300")
+    evaluation = eval_round(record)
+    assert (evaluation.round, evaluation.step) == (2, 300)
+    assert evaluation.motions == [str(m) for m in range(motions)]
+    np.testing.assert_array_equal(evaluation.emd, list(range(motions)))
+    assert evaluation.probability is not None and len(evaluation.probability) == motions
 
 
-def test_the_eval_figure_names_the_mean_in_the_legend_not_over_the_bars() -> None:
-    record = {"step": 300, "round": 2, "motion_ids": [0, 1, 2], "emd": [1.0, 2.0, 0.978]}
-    figure = eval_figure(record)
-    assert not figure.layout.annotations
-    (shape,) = figure.layout.shapes
-    assert shape.showlegend and shape.name == "mean 1.326"
+def test_an_eval_round_reads_a_null_emd_as_nan_and_a_missing_probability_as_none() -> None:
+    evaluation = eval_round({"motion_ids": [0, 1], "emd": [None, 1.0]})
+    assert np.isnan(evaluation.emd[0]) and evaluation.probability is None
+    assert (evaluation.round, evaluation.step) == ("?", "?")
 
 
-def test_the_eval_figure_refuses_a_record_without_matching_lists() -> None:
-    with pytest.raises(ValueError, match="motion_ids"):
-        eval_figure({"motion_ids": [0, 1], "emd": [1.0]})
+@pytest.mark.parametrize("record", [
+    {"motion_ids": [0, 1], "emd": [1.0]},
+    {"motion_ids": [0], "emd": ["far"]},
+    {"emd": [1.0]},
+])
+def test_an_eval_record_the_chart_cannot_draw_is_refused(record: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="record: expected"):
+        eval_round(record)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -26,7 +27,31 @@ def test_live_shows_the_demo_run_up_to_its_last_step(dashboard: Dashboard, demo_
     last = max(int(line.split(b'"step": ')[1].split(b",")[0])
                for line in (demo_run / "metrics.jsonl").read_bytes().splitlines())
     assert progress(at) == f"Step {last:,} of {last:,} (100%)"
-    assert len(at.get("plotly_chart")) == 3
+    assert not at.get("plotly_chart")
+    titles = [json.loads(chart.proto.spec)["title"]["text"] for chart in at.get("vega_lite_chart")]
+    assert titles == ["Buffer occupancy", "TD error: running EMA vs each batch",
+                      f"Evaluation round {last_round(demo_run)} at step {last:,}".replace(",", "")]
+
+
+def last_round(run: Path) -> int:
+    rounds = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return int([r for r in rounds if r["kind"] == "eval"][-1]["round"])
+
+
+def test_live_redraws_its_charts_with_the_same_spec_and_new_data(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    # Streamlit swaps the data of a chart whose spec is unchanged, in place: no blank frame.
+    at = dashboard("live", run_copy)
+    before = [chart.proto for chart in at.get("vega_lite_chart")[:2]]
+    with RunLogger(run_copy, fresh=False) as logger:
+        logger.log("buffer", 10**6, {"train": {"len": 1, "capacity": 2}})
+        logger.log("train", 10**6 + 1, {"td/ema_mean": 0.5, "td/ema_std": 1.0,
+                                         "td/batch_mean": 0.4, "td/batch_std": 0.9})
+    at.run()
+    after = [chart.proto for chart in at.get("vega_lite_chart")[:2]]
+    assert [p.spec for p in after] == [p.spec for p in before]
+    assert [p.datasets for p in after] != [p.datasets for p in before]
 
 
 def test_live_picks_up_records_appended_between_reruns(

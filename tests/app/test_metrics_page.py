@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
@@ -13,14 +14,21 @@ from bufcore import RunLogger
 from tests.app.conftest import Dashboard
 
 
+def specs(at: AppTest) -> list[dict[str, Any]]:
+    """The Vega-Lite charts drawn, in order; the page draws no Plotly chart."""
+    assert not at.get("plotly_chart")
+    return [json.loads(chart.proto.spec) for chart in at.get("vega_lite_chart")]
+
+
 def titles(at: AppTest) -> list[str]:
-    return [json.loads(chart.proto.spec)["layout"]["title"]["text"]
-            for chart in at.get("plotly_chart")]
+    return [spec["title"]["text"] for spec in specs(at)]
 
 
 def trace_names(at: AppTest) -> list[str]:
-    return [trace["name"] for chart in at.get("plotly_chart")
-            for trace in json.loads(chart.proto.spec)["data"]]
+    """The curves each chart draws, raw ones (drawn first, behind) before smoothed ones."""
+    return [name for spec in specs(at) for layer in spec["layer"]
+            if layer["mark"]["type"] == "line"
+            for name in layer["transform"][0]["filter"]["oneOf"]]
 
 
 def infos(at: AppTest) -> str:
@@ -36,7 +44,7 @@ def test_the_demo_run_shows_its_losses_and_reward_by_default(
     assert at.multiselect(key="m_metrics").value == [
         "train/policy_loss", "train/value_loss", "train/reward_mean"]
     # Two columns of charts: the page tree lists the left column first.
-    assert sorted(t.split("<br>")[0] for t in titles(at)) == [
+    assert sorted(titles(at)) == [
         "train/policy_loss", "train/reward_mean", "train/value_loss"]
     # Smoothed by default, the raw curve faint behind.
     assert "train/policy_loss (raw)" in trace_names(at)
@@ -60,9 +68,9 @@ def test_the_link_restores_metrics_axis_smoothing_and_log_scale(
     assert at.radio(key="m_x").value == "Relative time"
     assert at.slider(key="m_smooth").value == 0.0
     assert at.toggle(key="m_log").value is True
-    charts = [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")]
-    assert all(layout["yaxis"]["type"] == "log" for layout in charts)
-    assert charts[0]["xaxis"]["title"]["text"] == "time since the run's first record (s)"
+    lines = [spec["layer"][0]["encoding"] for spec in specs(at)]
+    assert all(encoding["y"]["scale"]["type"] == "log" for encoding in lines)
+    assert lines[0]["x"]["axis"]["title"] == "time since the run's first record (s)"
     # No smoothing: only the raw curves, drawn in full.
     assert not any("(raw)" in name for name in trace_names(at))
 
@@ -77,7 +85,7 @@ def test_other_runs_under_the_roots_can_be_overlaid(
                                                     "m_metrics": "train/value_loss"})
     assert not at.exception
     assert at.multiselect(key="m_runs").options == ["b"]
-    assert trace_names(at) == ["a (raw)", "a (smoothed 0.60)", "b (raw)", "b (smoothed 0.60)"]
+    assert trace_names(at) == ["a (raw)", "b (raw)", "a (smoothed 0.60)", "b (smoothed 0.60)"]
 
 
 def test_a_checkpoint_without_a_log_says_plainly_there_is_nothing_to_plot(
@@ -86,7 +94,7 @@ def test_a_checkpoint_without_a_log_says_plainly_there_is_nothing_to_plot(
     at = dashboard("metrics", demo_run / "checkpoint")
     assert not at.exception
     assert f"{demo_run / 'checkpoint'}: no metrics.jsonl here" in infos(at)
-    assert not at.get("plotly_chart")
+    assert not at.get("plotly_chart") and not at.get("vega_lite_chart")
 
 
 def test_a_run_without_a_log_still_overlays_the_runs_that_have_one(
@@ -131,4 +139,13 @@ def test_torn_log_lines_are_listed_and_the_rest_is_drawn(
     at = dashboard("metrics", run_copy)
     assert not at.exception
     assert any("log lines of" in e.label and "skipped" in e.label for e in at.expander)
-    assert len(at.get("plotly_chart")) == 3
+    assert len(specs(at)) == 3
+
+
+def test_the_charts_reach_the_browser_with_their_points_as_arrow(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("metrics", demo_run)
+    charts = at.get("vega_lite_chart")
+    assert [[d.name for d in chart.proto.datasets] for chart in charts] == [["curves"]] * 3
+    assert all("datasets" not in json.loads(chart.proto.spec) for chart in charts)

@@ -123,8 +123,9 @@ def test_long_curves_are_reduced_and_the_chart_says_so() -> None:
     assert traces[0].y.max() == values.max() and traces[0].y.min() == values.min()
     figure = metric_figure(traces, metric="m", runs=["a"], axis=STEP, log_y=False,
                            smoothing=0.0)
-    title = figure.layout.title.text
-    assert "1,000 -> " in title and "min/max per bucket" in title
+    note = figure["title"]["subtitle"]
+    assert "1,000 -> " in note and "min/max per bucket" in note
+    assert len(figure["datasets"]["curves"]) == len(traces[0].x)
 
 
 def test_on_a_log_axis_values_at_or_below_zero_are_left_out_and_counted() -> None:
@@ -135,8 +136,9 @@ def test_on_a_log_axis_values_at_or_below_zero_are_left_out_and_counted() -> Non
     assert traces[0].x.tolist() == [20, 30, 40]
     figure = metric_figure(traces, metric="m", runs=["a"], axis=STEP, log_y=True,
                            smoothing=0.0, hidden=hidden)
-    assert figure.layout.yaxis.type == "log"
-    assert "2 values <= 0 not drawn on the log axis" in figure.layout.title.text
+    y_scale = figure["layer"][0]["encoding"]["y"]["scale"]
+    assert y_scale["type"] == "log" and y_scale["domain"] == [2.0, 5.0]
+    assert "2 values <= 0 not drawn on the log axis" in figure["title"]["subtitle"]
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [({"axis": "epoch"}, "axis"),
@@ -156,19 +158,28 @@ def test_several_runs_get_their_own_colour_with_the_raw_curve_faint_in_it() -> N
         traces += drawn
     figure = metric_figure(traces, metric="m", runs=["a", "b"], axis=STEP, log_y=False,
                            smoothing=0.6)
-    names = [t.name for t in figure.data]
+    back, front = figure["layer"][:2]
+    names = back["encoding"]["color"]["scale"]["domain"]
     assert names == ["a (raw)", "a (smoothed 0.60)", "b (raw)", "b (smoothed 0.60)"]
-    colours = [t.line.color for t in figure.data]
+    colours = back["encoding"]["color"]["scale"]["range"]
     assert colours[0] == colours[1] != colours[2] == colours[3]
-    assert figure.data[0].opacity < 1 and figure.data[1].opacity == 1
+    opacity = back["encoding"]["opacity"]["scale"]["range"]
+    assert opacity[0] < 1 and opacity[1] == 1
+    # The raw curves are drawn first, behind the smoothed ones.
+    assert back["transform"][0]["filter"]["oneOf"] == ["a (raw)", "b (raw)"]
+    assert front["transform"][0]["filter"]["oneOf"] == ["a (smoothed 0.60)",
+                                                        "b (smoothed 0.60)"]
 
 
-def test_wall_clock_is_drawn_as_dates() -> None:
+def test_wall_clock_is_drawn_as_utc_dates() -> None:
     traces, _ = metric_traces(curve([1.0]), run="a", metric="m", axis=WALL, start=0.0,
                               smoothing=0.0, log_y=False)
     figure = metric_figure(traces, metric="m", runs=["a"], axis=WALL, log_y=False,
                            smoothing=0.0)
-    assert np.asarray(figure.data[0].x).dtype.kind == "M"
+    x = figure["layer"][0]["encoding"]["x"]
+    assert x["type"] == "temporal" and x["scale"] == {"type": "utc"}
+    # Vega reads a time as milliseconds since the epoch.
+    assert figure["datasets"]["curves"]["x"].tolist() == [1_000_000.0]
 
 
 @pytest.mark.parametrize("axis", [STEP, RELATIVE, WALL])
@@ -183,7 +194,7 @@ def test_the_csv_holds_exactly_the_points_the_chart_draws(axis: str) -> None:
                            smoothing=0.6)
     rows = list(csv.reader(io.StringIO(traces_csv(traces, axis=axis))))
     assert rows[0] == ["run", "metric", "curve", metrics_view.X_COLUMNS[axis], "value"]
-    drawn_y = [float(y) for trace in figure.data for y in trace.y]
+    drawn_y = figure["datasets"]["curves"]["y"].tolist()
     assert [float(row[4]) for row in rows[1:]] == drawn_y
     assert {row[2] for row in rows[1:]} == {RAW, SMOOTHED}
 
@@ -199,3 +210,30 @@ def test_csv_x_values_read_as_steps_seconds_or_utc_times() -> None:
 def test_the_csv_refuses_an_unknown_axis() -> None:
     with pytest.raises(ValueError, match="axis"):
         traces_csv([], axis="epoch")
+
+
+@pytest.mark.parametrize(("values", "domain"), [
+    ([5.0], [5.0, 10.0]),  # one value on a tick: up to the next
+    ([1.10343, 1.70671], [1.0, 2.0]),  # a narrow range: out to the ticks around it
+    ([0.3, 0.7], [0.2, 1.0]),
+    ([0.0012, 4500.0], [0.001, 5000.0]),
+    ([-1.0, 0.0], [1.0, 10.0]),  # nothing to draw: a domain all the same
+])
+def test_a_log_axis_spans_the_ticks_around_the_drawn_values(values: list[float],
+                                                     domain: list[float]) -> None:
+    traces, hidden = metric_traces(curve(values), run="a", metric="m", axis=STEP,
+                                   start=1000.0, smoothing=0.0, log_y=True)
+    figure = metric_figure(traces, metric="m", runs=["a"], axis=STEP, log_y=True,
+                           smoothing=0.0, hidden=hidden)
+    assert figure["layer"][0]["encoding"]["y"]["scale"]["domain"] == pytest.approx(domain)
+
+
+@pytest.mark.parametrize(("axis", "whole"), [(STEP, True), (RELATIVE, False)])
+def test_steps_tick_on_whole_numbers_and_seconds_as_they_fall(axis: str, whole: bool) -> None:
+    traces, _ = metric_traces(curve([1.0, 2.0]), run="a", metric="m", axis=axis,
+                              start=1000.0, smoothing=0.0, log_y=False)
+    figure = metric_figure(traces, metric="m", runs=["a"], axis=axis, log_y=False,
+                           smoothing=0.0)
+    x_axis = figure["layer"][0]["encoding"]["x"]["axis"]
+    assert x_axis["title"] == metrics_view.X_AXES[axis]
+    assert (x_axis.get("format") == ",d") == whole

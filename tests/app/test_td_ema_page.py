@@ -28,6 +28,21 @@ def test_the_page_draws_ema_and_batch_charts_with_the_warmup_marked(
     assert not at.exception
     text = captions(at)
     assert f"warmup ({TINY_DEMO.td_warmup} updates" in text
+    assert not at.get("plotly_chart")
+    specs = [json.loads(chart.proto.spec) for chart in at.get("vega_lite_chart")]
+    assert [spec["title"]["text"] for spec in specs] == [
+        "TD error mean: EMA vs each batch", "TD error std: EMA vs each batch",
+        f"Previewed TD weights at step {last_step(demo_run)}",
+        "Fraction of TD weights clipped at each bound"]
+    # The warmup's end is named in the legend of both statistics' charts.
+    for spec in specs[:2]:
+        legend = spec["layer"][1]["encoding"]["color"]["scale"]["domain"]
+        assert f"warmup ends ({TINY_DEMO.td_warmup} updates)" in legend
+
+
+def last_step(run: Path) -> int:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return max(json.loads(line)["step"] for line in lines if '"kind": "train"' in line)
 
 
 def test_the_sliders_default_to_the_runs_own_settings(dashboard: Dashboard,

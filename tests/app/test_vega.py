@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
 from app.vega import (
     bar_spans,
+    category_position,
     chart,
     colours,
     frame,
+    horizontal_rule,
     hover_points,
     layer,
+    legend_columns,
+    lines,
     log_position,
+    long_frame,
+    note_as_data,
     position,
     tooltip,
     vertical_rule,
@@ -147,8 +154,6 @@ def test_a_log_position_refuses_a_domain_a_log_axis_cannot_draw(low: float, high
 
 
 def test_a_horizontal_rule_named_in_the_legend_shows_its_value_on_hover() -> None:
-    from app.vega import horizontal_rule
-
     rule = horizontal_rule(0.25, colour="#888", label="uniform",
                            legend=(["p", "uniform"], ["#00f", "#888"]))
     assert rule["data"]["values"] == [{"y": 0.25, "label": "uniform"}]
@@ -157,23 +162,17 @@ def test_a_horizontal_rule_named_in_the_legend_shows_its_value_on_hover() -> Non
 
 
 def test_an_unnamed_horizontal_rule_has_no_legend_and_no_tooltip() -> None:
-    from app.vega import horizontal_rule
-
     rule = horizontal_rule(1.0, colour="#f00", dashed=False)
     assert "color" not in rule["encoding"] and rule["mark"]["tooltip"] is None
     assert "strokeDash" not in rule["mark"]
 
 
 def test_a_horizontal_rule_label_outside_the_legend_is_refused() -> None:
-    from app.vega import horizontal_rule
-
     with pytest.raises(ValueError, match="label: expected one of"):
         horizontal_rule(1.0, colour="#f00", label="other", legend=(["p"], ["#00f"]))
 
 
 def test_a_category_position_keeps_labels_level_and_sorts_by_the_field_named() -> None:
-    from app.vega import category_position
-
     channel = category_position("motion", title="motion id", order="rank")
     assert channel["type"] == "ordinal"
     assert channel["sort"] == {"field": "rank", "op": "min"}
@@ -196,3 +195,90 @@ def test_bar_spans_refuse_a_fill_that_is_not_a_fraction(fill: float) -> None:
 def test_bar_spans_refuse_ends_of_different_lengths() -> None:
     with pytest.raises(ValueError, match="right: expected one per left"):
         bar_spans(np.zeros(2), np.ones(3))
+
+
+def _lines(**options: Any) -> dict[str, Any]:
+    return lines("d", x=position("x", title="x"), y=position("y", title="y"),
+                 names=["raw", "smoothed"], palette=["#00f", "#00f"], **options)
+
+
+def test_lines_give_each_name_its_colour_opacity_and_width_in_one_legend() -> None:
+    encoding = _lines(opacity=[0.3, 1.0], width=[1.0, 2.0])["encoding"]
+    for channel, values in (("color", ["#00f", "#00f"]), ("opacity", [0.3, 1.0]),
+                            ("strokeWidth", [1.0, 2.0])):
+        # One field and one domain on every channel: Vega-Lite merges them into one legend.
+        assert encoding[channel]["field"] == "label"
+        assert encoding[channel]["scale"]["domain"] == ["raw", "smoothed"]
+        assert encoding[channel]["scale"]["range"] == values
+    # The i-th name takes the i-th value, not a point spread between the first two.
+    assert encoding["opacity"]["scale"]["type"] == "ordinal"
+
+
+def test_lines_default_to_opaque_two_pixel_lines_drawing_every_name() -> None:
+    spec = _lines()
+    assert spec["encoding"]["opacity"]["scale"]["range"] == [1.0, 1.0]
+    assert spec["encoding"]["strokeWidth"]["scale"]["range"] == [2.0, 2.0]
+    assert "transform" not in spec and spec["mark"]["clip"] is True
+
+
+def test_lines_drawing_some_names_filter_the_others_out() -> None:
+    assert _lines(draw=["raw"])["transform"] == [{"filter": {"field": "label",
+                                                             "oneOf": ["raw"]}}]
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"opacity": [1.0]}, "opacity: expected 2 values, got 1"),
+    ({"width": [1.0, 2.0, 3.0]}, "width: expected 2 values, got 3"),
+    ({"draw": ["other"]}, r"draw: expected names among \['raw', 'smoothed'\], got \['other'\]"),
+])
+def test_lines_refuse_looks_that_do_not_match_the_names(options: dict[str, object],
+                                                        match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        _lines(**options)
+
+
+@pytest.mark.parametrize("lengths", [(0, 3), (1, 1), (2, 5)])
+def test_a_long_frame_holds_every_curves_points_in_order(lengths: tuple[int, int]) -> None:
+    curves = [(name, np.arange(n, dtype=np.float64), np.full(n, float(k)))
+              for k, (name, n) in enumerate(zip(("a", "b"), lengths, strict=True))]
+    data = long_frame(curves, x="step", y="value")
+    assert list(data.columns) == ["label", "step", "value"]
+    assert data["label"].tolist() == ["a"] * lengths[0] + ["b"] * lengths[1]
+    assert data["value"].tolist() == [0.0] * lengths[0] + [1.0] * lengths[1]
+
+
+def test_a_long_frame_of_no_curves_is_empty() -> None:
+    assert len(long_frame([], x="x", y="y")) == 0
+
+
+def test_a_note_as_data_leaves_the_spec_the_same_whatever_the_note() -> None:
+    specs = [note_as_data(chart([_bars()], title="T", note=f"{n} points",
+                                datasets={"d": frame(x=[1])})) for n in (1, 2)]
+    assert [s["datasets"]["note"]["note"].tolist() for s in specs] == [["1 points"],
+                                                                        ["2 points"]]
+    first, second = ({k: v for k, v in s.items() if k != "datasets"} for s in specs)
+    assert first == second
+    assert "data('note')" in first["title"]["subtitle"]["expr"]
+    # The layer that makes Vega-Lite compile the dataset draws nothing.
+    assert first["layer"][-1]["data"] == {"name": "note"}
+    assert first["layer"][-1]["mark"]["opacity"] == 0
+
+
+def test_a_note_as_data_needs_a_note_and_a_free_name() -> None:
+    with pytest.raises(ValueError, match="spec: expected a chart with a note"):
+        note_as_data(chart([_bars()], title="T", datasets={"d": frame(x=[1])}))
+    with pytest.raises(ValueError, match="name: expected a dataset name the chart lacks"):
+        note_as_data(chart([_bars()], title="T", note="n", datasets={"d": frame(x=[1])}),
+                     name="d")
+
+
+@pytest.mark.parametrize("columns", [1, 2, 3])
+def test_legend_columns_set_the_columns_and_keep_the_rest_of_the_look(columns: int) -> None:
+    spec = legend_columns(chart([_bars()], title="T", datasets={"d": frame(x=[1])}), columns)
+    assert spec["config"]["legend"]["columns"] == columns
+    assert spec["config"]["legend"]["orient"] == "bottom"
+
+
+def test_legend_columns_refuse_fewer_than_one() -> None:
+    with pytest.raises(ValueError, match="columns: expected >= 1, got 0"):
+        legend_columns(chart([_bars()], title="T", datasets={"d": frame(x=[1])}), 0)

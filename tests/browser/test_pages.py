@@ -106,8 +106,8 @@ def test_the_metrics_page_draws_the_logged_curves_and_downloads_them_as_csv(
     page.goto(dashboard_url + "metrics")
     settle(page)
     assert page.locator(EXCEPTION).count() == 0
-    # The demo's losses and reward, each in its own chart (plotly loads after the script).
-    charts = page.locator('[data-testid="stPlotlyChart"]')
+    # The demo's losses and reward, each in its own chart (drawn after the script ends).
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
     charts.nth(2).wait_for()
     assert charts.count() == 3
     with page.expect_download() as download:
@@ -157,7 +157,8 @@ def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
 # Charts each page draws on the demo run, all Vega-Lite (the Sampling lab's, before Draw N).
 VEGA_PAGES = {
     "curriculum": 6, "compare": 5, "trajectories": 4, "sampling_lab?buffer=expert": 1,
-    "sampling_lab?buffer=train": 1, "sampling_lab?buffer=z": 1,
+    "sampling_lab?buffer=train": 1, "sampling_lab?buffer=z": 1, "td_ema": 4, "metrics": 3,
+    "live": 3,
 }
 
 

@@ -154,6 +154,26 @@ def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
         context.close()
 
 
+@pytest.mark.parametrize("query", ["z_colour=age", "z_colour=source"])
+def test_the_z_buffer_page_draws_vega_lite_charts_and_never_loads_plotly(
+    browser: Any, dashboard_url: str, query: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        asked = plotly_requests(tab)
+        tab.goto(dashboard_url + "z_buffer?" + query)
+        settle(tab)
+        assert charts_drawn(tab, 4) == 4
+        screenshot(tab, f"z_buffer-{query.split('=')[1]}")
+        assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
+        assert asked == []
+        assert tab.locator(EXCEPTION).count() == 0
+    finally:
+        context.close()
+
+
 def test_hovering_the_fifo_occupancy_chart_shows_a_point_tooltip(
     browser: Any, dashboard_url: str
 ) -> None:
@@ -256,9 +276,11 @@ def replay_url(chromium_path: Any, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def charts_drawn(page: Any, count: int) -> int:
-    """How many plotly charts the page drew, once at least ``count`` are there."""
-    charts = page.locator('[data-testid="stPlotlyChart"]')
+    """How many Vega-Lite charts the page drew, once at least ``count`` are there, each
+    drawn."""
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
     charts.nth(count - 1).wait_for()
+    page.wait_for_function(VEGA_DRAWN)
     return int(charts.count())
 
 
@@ -274,11 +296,14 @@ def test_the_replay_page_draws_each_kind_of_buffer(
     try:
         tab = context.new_page()
         tab.set_default_timeout(30_000)
+        asked = plotly_requests(tab)
         tab.goto(replay_url + f"replay?buffer={name}")
         settle(tab)
         expected = REPLAY_CHARTS[name] + 6
         assert charts_drawn(tab, expected) == expected
         screenshot(tab, f"replay-{name}")
+        assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
+        assert asked == []
         assert tab.locator(EXCEPTION).count() == 0
         assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
     finally:

@@ -134,14 +134,17 @@ def count_histogram_figure(
     else:
         left, right = hist.left, hist.left + hist.width
         fields = [("value", f"{x} from", ",d"), ("last", "to", ",d"), ("count", bars, ",d")]
-    layers = [bin_bars("counts", x=position("left", title=x, whole=True), right="right",
+    # Not from 0: staleness may sit far from it.
+    layers = [bin_bars("counts", x=position("left", title=x, whole=True, scale={}),
+                       right="right",
                        y=position("count", title=bars, whole=True),
                        colour=colours(*legend, datum=bars), fields=fields)]
     if limit is not None:
         layers.append(vertical_rule(limit, colour=LIMIT, label=limit_label, legend=legend))
     note = f"{hist.missing:,} {unit}s without a value not shown" if hist.missing else None
-    counts = frame(left=left, right=right, value=hist.left, last=hist.left + hist.width - 1,
-                   count=hist.counts)
+    # A bin's first and last whole value (bins of several values may have fractional edges).
+    counts = frame(left=left, right=right, value=np.ceil(hist.left),
+                   last=np.ceil(hist.left + hist.width) - 1, count=hist.counts)
     return legend_columns(chart(layers, title=title, note=note, datasets={"counts": counts}),
                           HALF_WIDTH_COLUMNS)
 

@@ -221,3 +221,11 @@ def test_the_dominance_chart_groups_the_largest_trajectories_bars_in_order(count
 def test_the_dominance_chart_without_a_draw_has_two_bars_per_trajectory() -> None:
     spec = dominance_figure(ranking(3), None, windows=0)
     assert legend(spec) == ["share of draws", "without priorities (every window alike)"]
+
+
+def test_a_bins_tooltip_names_its_first_and_last_whole_value() -> None:
+    hist = count_histogram(np.arange(0.0, 18.0), bins=5)  # edges 0, 3.6, 7.2, ...
+    counts = count_histogram_figure(hist, title="t", x="staleness",
+                                    unit="item")["datasets"]["counts"]
+    assert counts["value"].tolist()[:2] == [0, 4] and counts["last"].tolist()[:2] == [3, 7]
+    assert counts["count"].tolist()[:2] == [4, 4]

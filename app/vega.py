@@ -372,9 +372,30 @@ def long_frame(
                     x: joined(1), y: joined(2)})
 
 
+def bin_bars(
+    data: str, *, x: Spec, right: str, y: Spec, colour: Spec,
+    fields: Sequence[tuple[str, str, str | None]], opacity: float = 1.0,
+) -> Spec:
+    """A histogram's bars: each row of ``data`` a bar from its ``x`` field (the bin's left
+    edge; ``x`` is the channel, axis and scale included) to its ``right`` field, rising from 0
+    to ``y``; bars of several layers over one set of bins overlap (``opacity`` < 1 keeps the
+    lower ones visible). A bar's tooltip lists ``fields`` (:func:`tooltip`)."""
+    return layer({"type": "bar", "opacity": opacity}, data=data,
+                 encoding={"x": x, "x2": {"field": right}, "y": y, "y2": {"datum": 0},
+                           "color": colour, "tooltip": tooltip(*fields)})
+
+
+def band(data: str, *, x: Spec, low: Spec, high: str, colour: Spec) -> Spec:
+    """A filled band over ``x`` between the ``low`` field (its channel: axis and scale) and the
+    ``high`` field, such as a quantile range over training; a row where either is null (NaN)
+    leaves a gap. Give it a translucent colour (``rgba``) to keep what lies under it visible."""
+    return layer({"type": "area", "tooltip": None}, data=data,
+                 encoding={"x": x, "y": low, "y2": {"field": high}, "color": colour})
+
+
 def legend_columns(spec: Spec, columns: int) -> Spec:
-    """``spec`` with its legend in ``columns`` columns: a chart in half the page's width has
-    no room for four long entries on a line (the last ones would be cut off).
+    """``spec`` with its legend entries in ``columns`` columns: a chart in a narrow page column
+    would otherwise cut long entries off at its right edge.
 
     Raises:
         ValueError: ``columns < 1``.
@@ -382,4 +403,5 @@ def legend_columns(spec: Spec, columns: int) -> Spec:
     if columns < 1:
         raise ValueError(f"columns: expected >= 1, got {columns}")
     config = spec.get("config", CONFIG)
-    return {**spec, "config": {**config, "legend": {**config["legend"], "columns": columns}}}
+    return {**spec, "config": {**config, "legend": {**config.get("legend", {}),
+                                                    "columns": columns}}}

@@ -155,7 +155,7 @@ def priority_charts(items: ReplayItems, drawn: Drawn | None, entry: BufferEntry,
     st.subheader("Priorities and importance weights")
     unit = "row" if items.unit == "row" else "item"
     left, right = st.columns(2)
-    left.plotly_chart(log_histogram_figure(
+    left.vega_lite_chart(log_histogram_figure(
         log_histogram(items.priority if items.priority is not None else np.zeros(0),
                       probability=items.probability,
                       drawn=None if drawn is None else drawn.priority),
@@ -167,7 +167,7 @@ def priority_charts(items: ReplayItems, drawn: Drawn | None, entry: BufferEntry,
         except (*READ_ERRORS, TypeError) as err:
             right.error(f"{entry.path}: cannot weigh its windows: {err}")
             return
-        right.plotly_chart(log_histogram_figure(
+        right.vega_lite_chart(log_histogram_figure(
             log_histogram(shares.importance, probability=shares.probability,
                           drawn=None if drawn is None else drawn.importance[::seq]),
             title=f"Importance weights of windows of {seq} rows, at beta = {items.beta:.4g}",
@@ -183,7 +183,7 @@ def priority_charts(items: ReplayItems, drawn: Drawn | None, entry: BufferEntry,
         return
     if items.importance is None:
         return
-    right.plotly_chart(log_histogram_figure(
+    right.vega_lite_chart(log_histogram_figure(
         log_histogram(items.importance, probability=items.probability,
                       drawn=None if drawn is None else drawn.importance),
         title=f"Importance weights at beta = {items.beta:.4g}",
@@ -211,7 +211,7 @@ def dominance_section(shares: WindowShares, drawn: Drawn | None) -> None:
                    help="of the draws, going to the largest tenth of the eligible trajectories")
     hits = (None if drawn is None or drawn.trajectory is None else
             np.bincount(drawn.trajectory, minlength=len(ranking.share)))
-    st.plotly_chart(dominance_figure(ranking, hits, windows=0 if drawn is None else
+    st.vega_lite_chart(dominance_figure(ranking, hits, windows=0 if drawn is None else
                                      drawn.windows), width="stretch")
     with st.expander(f"The {min(TABLE_TRAJECTORIES, len(ranking.order))} trajectories with "
                      "the largest share", expanded=False):
@@ -238,12 +238,12 @@ def use_staleness(items: ReplayItems, summary: CheckpointSummary) -> None:
     at = newest if learner is None else int(learner)
     staleness = items.staleness(at)
     left, right = st.columns(2)
-    left.plotly_chart(count_histogram_figure(
+    left.vega_lite_chart(count_histogram_figure(
         count_histogram(items.use), title="Use: times each item was sampled",
         x="use", unit="item", limit=items.max_use, limit_label="max_use (used up: removed)",
     ), width="stretch")
     if staleness is not None:
-        right.plotly_chart(count_histogram_figure(
+        right.vega_lite_chart(count_histogram_figure(
             count_histogram(staleness), title=f"Staleness at learner iteration {at:,}",
             x="learner iteration - collect_iter", unit="item", limit=items.max_staleness,
             limit_label="max_staleness (removed at the next sample)",
@@ -361,7 +361,7 @@ def log_part(replay: dict[str, ReplaySeries], checkpoint_kind: str | None) -> No
     charts += [scalar_figure(found, key) for key in found.extra]
     columns = st.columns(2)
     for position, chart in enumerate(charts):
-        columns[position % 2].plotly_chart(chart, width="stretch")
+        columns[position % 2].vega_lite_chart(chart, width="stretch")
     if isinstance(top, list) and top and all(isinstance(row, dict) for row in top):
         with st.expander(f"The {len(top)} most-drawn trajectories of the last interval "
                          f"(step {last:,})", expanded=False):

@@ -86,12 +86,12 @@ if source is not None and data is not None and entry is not None and entry.summa
     projection = pca_2d(z)
     shown = f"{len(slots):,} of {summary.length:,} stored z (seed {seed})"
     left, right = st.columns([2, 1])
-    left.plotly_chart(
+    left.vega_lite_chart(
         projection_figure(projection.coords, projection.explained, slots=slots, ages=ages,
                           sources=sources),
         width="stretch",
     )
-    right.plotly_chart(variance_figure(projection.explained), width="stretch")
+    right.vega_lite_chart(variance_figure(projection.explained), width="stretch")
     how = (
         "Colour: where each z came from (expert: a motion's encoding; random: a random z of "
         "similar norm)." if sources is not None else
@@ -104,12 +104,12 @@ if source is not None and data is not None and entry is not None and entry.summa
     )
     groups = sources
     left, right = st.columns(2)
-    left.plotly_chart(
+    left.vega_lite_chart(
         histogram_figure(norms(z), title="Norm of each z", x="‖z‖ (Euclidean norm)",
                          groups=groups),
         width="stretch",
     )
-    right.plotly_chart(
+    right.vega_lite_chart(
         histogram_figure(cosine_to_mean(z), title="Cosine similarity to the mean z",
                          x="cos(z, mean z)", groups=groups),
         width="stretch",

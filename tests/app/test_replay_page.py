@@ -4,13 +4,13 @@ histogram."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from bufcore import DictBuffer, PrioritizedSampler, RunLogger
@@ -28,13 +28,26 @@ def replay_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def charts(at: Any) -> dict[str, dict[str, Any]]:
-    """Every drawn plotly figure by its title (the note under it left off)."""
+    """Every drawn chart's Vega-Lite spec by its title, its Arrow datasets decoded into
+    ``spec["datasets"]`` (the page draws no Plotly chart)."""
+    assert not at.get("plotly_chart")
     found = {}
-    for element in at.get("plotly_chart"):
-        figure = json.loads(element.proto.spec)
-        title = figure["layout"]["title"]["text"].split("<br>")[0]
-        found[title] = figure
+    for element in at.get("vega_lite_chart"):
+        spec = json.loads(element.proto.spec)
+        spec["datasets"] = {named.name: pa.ipc.open_stream(named.data.data).read_pandas()
+                            for named in element.proto.datasets}
+        found[spec["title"]["text"]] = spec
     return found
+
+
+def legend(spec: dict[str, Any]) -> list[str]:
+    """The names a chart's colour legend lists (its layers' colour domains, in order)."""
+    names: list[str] = []
+    for one in spec["layer"]:
+        for inner in one.get("layer", [one]):
+            colour = inner.get("encoding", {}).get("color", {})
+            names += [n for n in colour.get("scale", {}).get("domain", []) if n not in names]
+    return names
 
 
 def texts(at: Any, kind: str) -> str:
@@ -54,13 +67,6 @@ def drawn_table(at: Any) -> Any:
 def drawn_rows(at: Any) -> list[int]:
     table = drawn_table(at)
     return table[table.columns[0]].tolist()
-
-
-def array(values: Any) -> np.ndarray:
-    """A figure's data array: a list, or plotly's base64 typed array."""
-    if isinstance(values, dict):
-        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
-    return np.array(values)
 
 
 # Per checkpoint: the subheaders its part draws and the charts it draws.
@@ -227,25 +233,23 @@ def test_the_drawn_rows_are_marked_on_the_priority_histogram(
 ) -> None:
     at = dashboard("replay", replay_run, query={"buffer": name, "rp_seed": "3"})
     figure = charts(at)["Priority distribution"]
-    held, drawn = (next(t for t in figure["data"] if t["name"].startswith(prefix))
-                   for prefix in ("held", "drawn batch"))
-    assert drawn["name"] == "drawn batch (seed 3)"
-    centres, widths = array(held["x"]), array(held["width"])
-    edges = np.append(centres - widths / 2, centres[-1] + widths[-1] / 2)
+    assert "drawn batch (seed 3)" in legend(figure)
+    bins = figure["datasets"]["bins"]
+    edges = np.append(bins["left"].to_numpy(), bins["right"].to_numpy()[-1])
     priorities = drawn_table(at)["priority"].to_numpy()
     expected = 100 * np.histogram(priorities, bins=edges)[0] / len(priorities)
-    assert array(drawn["y"]) == pytest.approx(expected)
+    assert bins["drawn"].to_numpy() == pytest.approx(expected)
 
 
 def test_the_drawn_windows_are_marked_on_the_trajectory_chart(
     dashboard: Dashboard, replay_run: Path
 ) -> None:
     at = dashboard("replay", replay_run, query={"buffer": "windows", "rp_batch": "40"})
-    figure = charts(at)["Which trajectories the window draws favour"]
-    drawn = next(t for t in figure["data"] if t["name"] == "drawn batch")
+    shares = charts(at)["Which trajectories the window draws favour"]["datasets"]["shares"]
+    drawn = shares[shares["series"] == "drawn batch"]
     table = at.dataframe[0].value  # the trajectories, largest share first
     assert sum(table["drawn windows"]) == 10  # 40 rows in windows of 4
-    assert array(drawn["y"]) == pytest.approx(100 * table["drawn windows"][:20] / 10)
+    assert drawn["share"].to_numpy() == pytest.approx(100 * table["drawn windows"][:20] / 10)
 
 
 def test_drawing_does_not_advance_the_checkpoints_beta(
@@ -291,3 +295,13 @@ def test_every_url_key_the_readme_lists_for_the_page_is_bound() -> None:
     listed = set(re.findall(r"`([a-z_]+)`", controls))
     assert {"rp_seed", "buffer"} <= listed
     assert listed <= _bound_keys(root / "pages" / "replay.py", root / "app" / "ui.py")
+
+
+def test_every_chart_sends_its_data_as_arrow_not_inside_the_spec(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "advanced"})
+    elements = at.get("vega_lite_chart")
+    assert len(elements) == 10  # 4 of the checkpoint, 6 of the log
+    assert all("datasets" not in json.loads(c.proto.spec) for c in elements)
+    assert all(named.data.data for c in elements for named in c.proto.datasets)

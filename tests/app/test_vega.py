@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from app.vega import (
+    band,
     bar_spans,
+    bin_bars,
     category_position,
     chart,
     colours,
@@ -277,6 +279,31 @@ def test_legend_columns_set_the_columns_and_keep_the_rest_of_the_look(columns: i
     spec = legend_columns(chart([_bars()], title="T", datasets={"d": frame(x=[1])}), columns)
     assert spec["config"]["legend"]["columns"] == columns
     assert spec["config"]["legend"]["orient"] == "bottom"
+
+
+def test_bin_bars_span_each_bin_from_zero_with_a_tooltip() -> None:
+    bars = bin_bars("bins", x=position("left", title="x"), right="right",
+                    y=position("count", title="n"), colour=colours(["a"], ["#000"], datum="a"),
+                    fields=[("count", "n", ",d")], opacity=0.5)
+    assert bars["mark"] == {"type": "bar", "opacity": 0.5}
+    assert bars["encoding"]["x2"] == {"field": "right"}
+    assert bars["encoding"]["y2"] == {"datum": 0}  # a bar, not a bin-wide tick at its height
+    assert bars["encoding"]["tooltip"][0]["field"] == "count"
+
+
+def test_a_band_fills_between_two_fields_without_a_tooltip_of_its_own() -> None:
+    area = band("d", x=position("step", title="step"), low=position("lo", title="y"),
+                high="hi", colour=colours(["range"], ["rgba(0, 0, 0, 0.2)"], datum="range"))
+    assert area["mark"] == {"type": "area", "tooltip": None}
+    assert area["encoding"]["y"]["field"] == "lo" and area["encoding"]["y2"] == {"field": "hi"}
+
+
+def test_legend_columns_change_the_charts_legend_alone() -> None:
+    spec = chart([_bars()], title="T", datasets={"d": frame(x=[1])})
+    narrow = legend_columns(spec, 2)
+    assert narrow["config"]["legend"]["columns"] == 2
+    assert narrow["config"]["legend"]["orient"] == "bottom"
+    assert spec["config"]["legend"]["columns"] == 4  # the shared look is left as it was
 
 
 def test_legend_columns_refuse_fewer_than_one() -> None:

@@ -17,6 +17,14 @@ def captions(at: AppTest) -> str:
     return " ".join(c.value for c in at.caption)
 
 
+def projection(at: AppTest) -> bytes:
+    """The projection chart's points as they reach the browser (an Arrow dataset); the page
+    draws Vega-Lite charts only."""
+    assert not at.get("plotly_chart")
+    chart = at.get("vega_lite_chart")[0]
+    return b"".join(named.data.data for named in chart.proto.datasets)
+
+
 def drop_sources(run: Path) -> None:
     state_file = run / "checkpoint" / "run.json"
     state = json.loads(state_file.read_text())
@@ -45,13 +53,13 @@ def test_resample_logs_no_widget_state_warning_and_puts_the_seed_in_the_link(
     dashboard: Dashboard, demo_run: Path, widget_warnings: list[str]
 ) -> None:
     at = dashboard("z_buffer", demo_run, query={"z_points": "10"})
-    before = at.get("plotly_chart")[0].proto.spec
+    before = projection(at)
     at.button[0].click().run()
     at.button[0].click().run()
     assert not at.exception
     assert widget_warnings == []
     assert at.query_params["z_seed"] == "2"
-    assert at.get("plotly_chart")[0].proto.spec != before  # another subset is drawn
+    assert projection(at) != before  # another subset is drawn
 
 
 def test_a_link_with_the_resampled_seed_shows_the_same_subset(
@@ -59,10 +67,10 @@ def test_a_link_with_the_resampled_seed_shows_the_same_subset(
 ) -> None:
     at = dashboard("z_buffer", demo_run, query={"z_points": "10"})
     at.button[0].click().run()
-    resampled = at.get("plotly_chart")[0].proto.spec
+    resampled = projection(at)
     shared = dashboard("z_buffer", demo_run, query={"z_points": "10", "z_seed": "1"})
     assert shared.number_input(key="z_seed").value == 1
-    assert shared.get("plotly_chart")[0].proto.spec == resampled
+    assert projection(shared) == resampled
 
 
 def test_query_parameters_restore_the_subset_and_colour(dashboard: Dashboard,
@@ -114,3 +122,16 @@ def test_a_damaged_z_buffer_is_reported_naming_the_file(dashboard: Dashboard,
     assert not at.exception
     assert any("`z` is unusable" in e.value and "config.json" in e.value for e in at.error)
     assert any("This needs a ZBuffer checkpoint" in i.value for i in at.info)
+
+
+def test_the_page_draws_its_four_charts_as_vega_lite_with_arrow_data(
+    dashboard: Dashboard, demo_run: Path
+) -> None:
+    at = dashboard("z_buffer", demo_run)
+    charts = at.get("vega_lite_chart")
+    assert [json.loads(c.proto.spec)["title"]["text"] for c in charts] == [
+        "z projected on its first two principal components", "Explained variance",
+        "Norm of each z", "Cosine similarity to the mean z"]
+    assert all("datasets" not in json.loads(c.proto.spec) for c in charts)
+    assert all(named.data.data for c in charts for named in c.proto.datasets)
+    assert not at.get("plotly_chart")

@@ -158,7 +158,7 @@ def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
 VEGA_PAGES = {
     "curriculum": 6, "compare": 5, "trajectories": 4, "sampling_lab?buffer=expert": 1,
     "sampling_lab?buffer=train": 1, "sampling_lab?buffer=z": 1, "td_ema": 4, "metrics": 3,
-    "live": 3,
+    "live": 3, "z_buffer?z_colour=age": 4, "z_buffer?z_colour=source": 4,
 }
 
 
@@ -314,9 +314,11 @@ def replay_url(chromium_path: Any, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def charts_drawn(page: Any, count: int) -> int:
-    """How many plotly charts the page drew, once at least ``count`` are there."""
-    charts = page.locator('[data-testid="stPlotlyChart"]')
+    """How many Vega-Lite charts the page drew, once at least ``count`` are there, each
+    drawn."""
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
     charts.nth(count - 1).wait_for()
+    page.wait_for_function(VEGA_DRAWN)
     return int(charts.count())
 
 
@@ -332,11 +334,14 @@ def test_the_replay_page_draws_each_kind_of_buffer(
     try:
         tab = context.new_page()
         tab.set_default_timeout(30_000)
+        asked = plotly_requests(tab)
         tab.goto(replay_url + f"replay?buffer={name}")
         settle(tab)
         expected = REPLAY_CHARTS[name] + 6
         assert charts_drawn(tab, expected) == expected
         screenshot(tab, f"replay-{name}")
+        assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
+        assert asked == []
         assert tab.locator(EXCEPTION).count() == 0
         assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
     finally:

@@ -1,13 +1,13 @@
-"""Vega-Lite specs for dashboard charts, drawn with ``st.vega_lite_chart`` (Streamlit ships
-Vega-Lite, so a page whose charts are all specs never loads Plotly's bundle, ~1 s per tab).
+"""Vega-Lite specs for every dashboard chart, drawn with ``st.vega_lite_chart``. Streamlit ships
+Vega-Lite, so no page loads a second chart library: Plotly's bundle, which the dashboard drew
+with until issue 19, cost about 1 s of every fresh tab.
 
 A spec is a plain dict. Its data travel as named pandas frames in ``spec["datasets"]`` (Streamlit
 sends them to the browser as Arrow, not JSON) and each layer names the frame it draws; a few
-single rows (a reference line's position) stay inline. The helpers give every chart the look of
-the Plotly ones (:mod:`app.figures`): a title with a note under it (such as a downsampling label),
-axis titles, the legend under the plot, whole-number ticks on axes that count things, reference
-lines named in the legend rather than written over the data, tooltips, and wheel zoom / drag pan
-(double-click resets).
+single rows (a reference line's position) stay inline. The helpers give every chart one look: a
+title with a note under it (such as a downsampling label), axis titles, the legend under the
+plot, whole-number ticks on axes that count things, reference lines named in the legend rather
+than written over the data, tooltips, and wheel zoom / drag pan (double-click resets).
 """
 
 from __future__ import annotations

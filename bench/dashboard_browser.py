@@ -1,26 +1,31 @@
-"""The dashboard as a browser gets it: each page's first render and the Sampling lab's Resample.
+"""The dashboard as a browser gets it: each page's first render and Resample where it has one.
 
 ``python -m bench.dashboard_browser [--run DIR]`` writes a demo run (``bufcore demo``'s
-defaults) unless one is given, serves it with ``streamlit run app/main.py`` on 127.0.0.1 and
-drives Debian's ``/usr/bin/chromium`` with Playwright (the flags of DESIGN §5):
+defaults with ``--prioritized``) unless one is given, serves it with ``streamlit run
+app/main.py`` on 127.0.0.1 and drives Debian's ``/usr/bin/chromium`` with Playwright (the
+flags of DESIGN §5):
 
 - **first render**: a fresh tab (a new page, so a new Streamlit session, in a browser that has
   loaded the dashboard before, as a user's has), from navigation until the script has finished
   and every chart on the page is drawn; median of 3 per page, after one visit per page that
   warms the server's caches and the browser's HTTP cache;
-- **Resample** on the Sampling lab: from the click until the next seed is in the caption and
-  the URL and the chart is drawn again; median of 15 (3 tabs x 5 clicks) per buffer.
+- **Resample** on the Sampling lab and the Replay page: from the click until the next seed is
+  in the caption and the URL and the charts are drawn again; median of 15 (3 tabs x 5 clicks)
+  per buffer.
 
 Targets (issue 19): first render < 2 s, Resample < 0.3 s. The one-minute load average before
 and after is printed beside the numbers: on a shared machine it decides most of them. So is the
 **floor**, measured before and after the pages in the same browser and the same way:
 ``bench/floor_app.py`` served alone, a page with only a title, and one with a three-point
-Plotly chart and a Resample button. No dashboard page renders or resamples faster than that.
+Vega-Lite chart and a Resample button (every dashboard chart is Vega-Lite). No dashboard page
+renders or resamples faster than that. With plotly installed (the ``bench`` extra) it also
+measures the same chart drawn by Plotly, what the dashboard used to pay per fresh tab.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -41,7 +46,9 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PAGES = ("", "fifo", "trajectories", "sampling_lab?buffer=expert", "sampling_lab?buffer=train",
-         "z_buffer", "curriculum", "td_ema", "live", "compare")
+         "z_buffer", "curriculum", "td_ema", "metrics", "live", "compare", "replay?buffer=train")
+# Pages with a Resample button, and the URL key that holds its seed.
+SEED_KEYS = {"sampling_lab": "lab_seed", "replay": "rp_seed"}
 IDLE = ("() => { const w = document.querySelector('[data-testid=\"stStatusWidget\"]');"
         " return !w || !w.innerText.includes('Running'); }")
 DRAWN = ("() => !document.querySelector('[data-testid=\"stSkeleton\"]') && Array.from("
@@ -102,8 +109,9 @@ def open_page(context: Any, url: str) -> tuple[Any, float]:
     return tab, time.perf_counter() - start
 
 
-def resample(tab: Any) -> float:
-    """Seconds from a click on Resample until the next seed's batch is shown and drawn."""
+def resample(tab: Any, key: str = "lab_seed") -> float:
+    """Seconds from a click on Resample until the next seed's batch is shown and drawn and the
+    seed is in the URL under ``key``."""
     # Under load the first run's caption can land after the status widget went idle.
     tab.wait_for_function("() => /Seed \\d+:/.test(document.body.innerText)",
                           timeout=TIMEOUT_MS, polling=10)
@@ -115,18 +123,20 @@ def resample(tab: Any) -> float:
     tab.wait_for_function(IDLE, timeout=TIMEOUT_MS, polling=5)
     tab.wait_for_function(DRAWN, timeout=TIMEOUT_MS, polling=5)
     elapsed = time.perf_counter() - start
-    if f"lab_seed={seed + 1}" not in tab.url:
+    if f"{key}={seed + 1}" not in tab.url:
         raise RuntimeError(f"Resample did not put the seed in the URL: {tab.url}")
     return elapsed
 
 
 def measure_floor(context: Any) -> dict[str, float]:
-    """First render of ``bench/floor_app.py`` without and with its one chart, Plotly's and
-    Vega-Lite's (median of 3), and its Resample (median of 5)."""
+    """First render of ``bench/floor_app.py`` without and with its one chart, Vega-Lite's and
+    (with plotly installed) Plotly's (median of 3), and its Resample (median of 5)."""
     result = {}
+    floors = [("floor, title only", ""), ("floor, one Vega-Lite chart", "?chart=vega")]
+    if importlib.util.find_spec("plotly") is not None:
+        floors.append(("floor, one Plotly chart", "?chart=1"))
     with served(ROOT / "bench" / "floor_app.py", dict(os.environ)) as url:
-        for name, query in (("floor, title only", ""), ("floor, one Plotly chart", "?chart=1"),
-                            ("floor, one Vega-Lite chart", "?chart=vega")):
+        for name, query in floors:
             open_page(context, url + query)[0].close()
             renders = []
             for _ in range(3):
@@ -134,10 +144,10 @@ def measure_floor(context: Any) -> dict[str, float]:
                 renders.append(seconds)
                 tab.close()
             result[f"{name}: first render (s)"] = round(statistics.median(renders), 2)
-        tab = open_page(context, url + "?chart=1")[0]
+        tab = open_page(context, url + "?chart=vega")[0]
         clicks = [resample(tab) for _ in range(5)]
         tab.close()
-        result["floor, one Plotly chart: Resample (s)"] = round(statistics.median(clicks), 3)
+        result["floor, one Vega-Lite chart: Resample (s)"] = round(statistics.median(clicks), 3)
     return result
 
 
@@ -151,8 +161,9 @@ def measure_pages(context: Any, url: str, pages: tuple[str, ...]) -> dict[str, A
         for _ in range(3):
             tab, seconds = open_page(context, url + page)
             renders.append(seconds)
-            if page.startswith("sampling_lab"):
-                clicks += [resample(tab) for _ in range(5)]
+            key = SEED_KEYS.get(page.split("?")[0])
+            if key is not None:
+                clicks += [resample(tab, key) for _ in range(5)]
             tab.close()
         name = page or "overview"
         result[f"{name}: first render (s)"] = round(statistics.median(renders), 2)
@@ -188,7 +199,8 @@ def _pages(text: str) -> tuple[str, ...]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dashboard_browser",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", type=Path, help="a run directory (default: a fresh demo run)")
+    parser.add_argument("--run", type=Path, help="a run directory (default: a fresh demo run "
+                        "with --prioritized, so the Replay page has a sampler to show)")
     parser.add_argument("--pages", type=_pages, default=PAGES,
                         help="comma-separated URL paths to measure, as in the address bar "
                         "after the host (`fifo,curriculum`; an empty item is the Overview; "
@@ -200,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             from bufcore.runs.demo import DemoOptions, run_demo
 
             run = Path(scratch) / "demo"
-            run_demo(run, DemoOptions())
+            run_demo(run, DemoOptions(prioritized=True))
         result = measure(run, args.pages)
     print(json.dumps(result, indent=1))
     return 0

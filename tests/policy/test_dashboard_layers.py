@@ -3,8 +3,10 @@
 - ``app/`` imports from bufcore only its public surface (``from bufcore import X`` with X in
   ``bufcore.__all__``, or ``import bufcore``) and the read-only view ``bufcore.inspect``; imports
   inside functions count too.
-- ``pages/`` imports only ``app``, Streamlit, pandas, plotly, numpy and the standard library
-  less the modules that reach the system (os, shutil, subprocess, pickle, io); no bufcore.
+- ``pages/`` imports only ``app``, Streamlit, pandas, numpy and the standard library less the
+  modules that reach the system (os, shutil, subprocess, pickle, io); no bufcore.
+- Nothing in ``app/`` or ``pages/`` imports plotly: every chart is a Vega-Lite spec
+  (``app/vega.py``), so no page loads Plotly's bundle (~1 s of every fresh tab).
 - Only ``app/ui.py`` and ``app/main.py`` import Streamlit; the rest of ``app/`` is plain
   functions testable without it. ``app/`` never imports ``pages``.
 - Neither opens files: all disk I/O goes through bufcore (its persist layer).
@@ -26,7 +28,7 @@ APP = ROOT / "app"
 PAGES = ROOT / "pages"
 SYSTEM_MODULES = ("os", "shutil", "subprocess", "pickle", "io")
 PAGE_IMPORTS = (
-    "app", "streamlit", "pandas", "plotly", "numpy",
+    "app", "streamlit", "pandas", "numpy",
     *(name for name in sys.stdlib_module_names if name not in SYSTEM_MODULES),
 )
 STREAMLIT_MODULES = ("app.ui", "app.main")
@@ -60,7 +62,7 @@ def app_violations(source: str, module: str) -> list[str]:
     found = [
         f"{module} imports {name}"
         for name in imported(source, module)
-        if name.split(".")[0] == "pages"
+        if name.split(".")[0] in ("pages", "plotly")
         or (name.split(".")[0] == "streamlit" and module not in STREAMLIT_MODULES)
     ]
     return found + io_violations(source, module)
@@ -69,7 +71,7 @@ def app_violations(source: str, module: str) -> list[str]:
 @pytest.mark.parametrize(
     "source",
     ["from bufcore.inspect import summarize_checkpoint", "import os",
-     "from bufcore import load_buffer", "import bufcore"],
+     "from bufcore import load_buffer", "import bufcore", "import plotly.express as px"],
 )
 def test_the_page_check_flags_imports_beyond_app_and_the_ui_libraries(source: str) -> None:
     assert len(page_violations(source, "pages.x")) == 1
@@ -104,8 +106,11 @@ def test_the_app_bufcore_check_accepts_bufcore_and_bufcore_inspect() -> None:
     assert bufcore_violations(source, "app.x") == []
 
 
-@pytest.mark.parametrize("source", ["import streamlit", "from pages import x", "open('f')"])
-def test_the_app_check_flags_streamlit_pages_and_files(source: str) -> None:
+@pytest.mark.parametrize(
+    "source",
+    ["import streamlit", "from pages import x", "open('f')", "import plotly.graph_objects as go"],
+)
+def test_the_app_check_flags_streamlit_pages_plotly_and_files(source: str) -> None:
     assert len(app_violations(source, "app.x")) == 1
 
 

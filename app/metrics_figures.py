@@ -30,6 +30,9 @@ FAINT_OPACITY, FAINT_WIDTH, WIDTH = 0.3, 1.0, 2.0
 # A log axis with nothing to draw still needs a domain.
 EMPTY_LOG_DOMAIN = (1.0, 10.0)
 
+# Longest legend entry (characters) that two columns of a half-width chart still show whole.
+LEGEND_SIDE_BY_SIDE = 24
+
 
 def metric_figure(
     traces: Sequence[Trace],
@@ -94,7 +97,8 @@ def metric_figure(
         layers[-1]["encoding"]["tooltip"][1].update(type="temporal", formatType="utc")
     spec = chart(layers, title=metric, note=_note(traces, several=several, hidden=hidden),
                  datasets={"curves": long_frame(curves, x="x", y="y")})
-    return legend_columns(spec, 2)
+    # Two entries side by side fit half the page only while they are short.
+    return legend_columns(spec, 2 if max(map(len, names)) <= LEGEND_SIDE_BY_SIDE else 1)
 
 
 def _x_channel(axis: str) -> tuple[Spec, tuple[str, str, str | None]]:

@@ -237,3 +237,14 @@ def test_steps_tick_on_whole_numbers_and_seconds_as_they_fall(axis: str, whole: 
     x_axis = figure["layer"][0]["encoding"]["x"]["axis"]
     assert x_axis["title"] == metrics_view.X_AXES[axis]
     assert (x_axis.get("format") == ",d") == whole
+
+
+@pytest.mark.parametrize(("metric", "columns"), [("m", 2), ("train/reward_mean", 1)])
+def test_a_legend_puts_its_entries_side_by_side_only_while_they_fit_half_the_page(
+    metric: str, columns: int
+) -> None:
+    traces, _ = metric_traces(curve([1.0, 2.0, 3.0]), run="a", metric=metric, axis=STEP,
+                              start=1000.0, smoothing=0.6, log_y=False)
+    figure = metric_figure(traces, metric=metric, runs=["a"], axis=STEP, log_y=False,
+                           smoothing=0.6)
+    assert figure["config"]["legend"]["columns"] == columns

@@ -164,7 +164,29 @@ def vertical_rule(x: float, *, colour: str, label: str | None = None,
     Raises:
         ValueError: ``legend`` without ``label``, or a ``label`` its domain lacks.
     """
-    encoding: Spec = {"x": {"field": "x", "type": "quantitative"}}
+    return _rule("x", x, colour=colour, label=label, legend=legend, dashed=dashed,
+                 show_value=False)
+
+
+def horizontal_rule(y: float, *, colour: str, label: str | None = None,
+                    legend: tuple[Sequence[str], Sequence[str]] | None = None,
+                    dashed: bool = True) -> Spec:
+    """A line across the plot at ``y`` (a uniform level, a target), as :func:`vertical_rule`:
+    with ``legend`` it is named in the legend as ``label`` and its tooltip gives its value.
+
+    Raises:
+        ValueError: ``legend`` without ``label``, or a ``label`` its domain lacks.
+    """
+    return _rule("y", y, colour=colour, label=label, legend=legend, dashed=dashed,
+                 show_value=True)
+
+
+def _rule(channel: str, value: float, *, colour: str, label: str | None,
+          legend: tuple[Sequence[str], Sequence[str]] | None, dashed: bool,
+          show_value: bool) -> Spec:
+    """The rule of :func:`vertical_rule` (``channel`` ``"x"``) and :func:`horizontal_rule`
+    (``"y"``); ``show_value`` adds the line's position to its tooltip."""
+    encoding: Spec = {channel: {"field": channel, "type": "quantitative"}}
     mark: Spec = {"type": "rule", "strokeWidth": 2, "color": colour}
     if dashed:
         mark["strokeDash"] = [6, 4]
@@ -174,8 +196,11 @@ def vertical_rule(x: float, *, colour: str, label: str | None = None,
         if label is None or label not in legend[0]:
             raise ValueError(f"label: expected one of {list(legend[0])}, got {label!r}")
         encoding["color"] = colours(*legend, field="label")
-        encoding["tooltip"] = tooltip(("label", "line", None))
-    return layer(mark, data=[{"x": x, "label": label or ""}], encoding=encoding)
+        fields: list[tuple[str, str, str | None]] = [("label", "line", None)]
+        if show_value:
+            fields.append((channel, "at", ".4~g"))
+        encoding["tooltip"] = tooltip(*fields)
+    return layer(mark, data=[{channel: value, "label": label or ""}], encoding=encoding)
 
 
 def hover_points(data: str, *, x: Spec, y: Spec, fields: Sequence[tuple[str, str, str | None]],
@@ -230,29 +255,6 @@ def log_position(
         "axis": {"title": title, "values": log_ticks(low, high),
                  "format": ",d" if whole else "~g"},
     }
-
-
-def horizontal_rule(y: float, *, colour: str, label: str | None = None,
-                    legend: tuple[Sequence[str], Sequence[str]] | None = None,
-                    dashed: bool = True) -> Spec:
-    """A line across the plot at ``y`` (a uniform level, a target), as :func:`vertical_rule`:
-    with ``legend`` it is named in the legend as ``label`` and its tooltip gives its value.
-
-    Raises:
-        ValueError: ``legend`` without ``label``, or a ``label`` its domain lacks.
-    """
-    encoding: Spec = {"y": {"field": "y", "type": "quantitative"}}
-    mark: Spec = {"type": "rule", "strokeWidth": 2, "color": colour}
-    if dashed:
-        mark["strokeDash"] = [6, 4]
-    if legend is None:
-        mark["tooltip"] = None
-    else:
-        if label is None or label not in legend[0]:
-            raise ValueError(f"label: expected one of {list(legend[0])}, got {label!r}")
-        encoding["color"] = colours(*legend, field="label")
-        encoding["tooltip"] = tooltip(("label", "line", None), ("y", "at", ".4~g"))
-    return layer(mark, data=[{"y": y, "label": label or ""}], encoding=encoding)
 
 
 def category_position(field: str, *, title: str, order: str | None = None) -> Spec:

@@ -130,7 +130,7 @@ def test_app_imports_only_bufcore_and_bufcore_inspect(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", modules(APP), ids=module_id)
-def test_app_keeps_streamlit_to_ui_and_opens_no_files(path: Path) -> None:
+def test_app_keeps_streamlit_to_ui_imports_no_plotly_and_opens_no_files(path: Path) -> None:
     assert app_violations(path.read_text(encoding="utf-8"), dashboard_module(path)) == []
 
 

@@ -126,7 +126,7 @@ from bufcore.runs.summary import (
     window_settings,
 )
 from bufcore.sampling.chunk_window import ChunkIndex
-from bufcore.sampling.prioritized import (
+from bufcore.sampling.priority_maths import (
     IS_WEIGHT_QUANTILES,
     PRIORITY_QUANTILES,
     importance_quantiles,

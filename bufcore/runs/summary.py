@@ -51,7 +51,7 @@ from bufcore.persist.checkpoint import (
     OpenedCheckpoint,
     load_checkpoint,
 )
-from bufcore.sampling.prioritized import importance_quantiles, priority_quantiles
+from bufcore.sampling.priority_maths import importance_quantiles, priority_quantiles
 from bufcore.sampling.segment_tree import check_weights
 from bufcore.sampling.windows import Weighting
 from bufcore.tree import KeyPath, as_key_path, dtype_name, format_key_path

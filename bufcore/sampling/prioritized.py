@@ -27,13 +27,8 @@ row's weight, unless it averages in rows of priority 0). ``beta`` anneals with e
 ``k`` (from 0) uses ``min(1, beta + k * (1 - beta) / anneal_steps)``, the value DI-engine's
 repeated increment reaches without its rounding drift.
 
-Figures for a run's log or a checkpoint's summary (:meth:`PrioritizedSampler.stats`,
-:func:`priority_quantiles`, :func:`importance_quantiles`) use the key names of the DI-engine
-buffers' monitor (``beta``, ``max_priority``, ``priority_min`` ... ``priority_max``), plus
-``is_weight_min``, ``is_weight_median`` and ``is_weight_max``: the importance weights the held
-rows would get, each drawn on its own, at the current ``beta`` (rows of weight 0 are never drawn
-and left out). Under the ``"max"`` reduction a window comes with the weight of its heaviest
-row, so the weights windows get lie in that range too.
+Its figures for a run's log or a checkpoint's summary (:meth:`PrioritizedSampler.stats`) and
+the weight maths it shares with them are in :mod:`bufcore.sampling.priority_maths`.
 
 The sampler keeps the priorities of the rows its buffer holds, so one sampler serves one
 buffer; the buffer tells it about writes (:class:`~bufcore.sampling.samplers.FollowsWrites`)
@@ -57,6 +52,12 @@ from bufcore.checks import check_choice, check_int, check_real
 from bufcore.fields import Field
 from bufcore.rng import undone_on_error
 from bufcore.sampling.index import SampleIndex
+from bufcore.sampling.priority_maths import (
+    importance,
+    importance_quantiles,
+    priority_quantiles,
+    tree_weights,
+)
 from bufcore.sampling.samplers import RingPosition, WindowRequest
 from bufcore.sampling.segment_tree import (
     LeafMinimum,
@@ -74,12 +75,6 @@ from bufcore.sampling.windows import (
     window_index,
 )
 
-# The priority quantiles a replay record reports, as (key, q): DI-engine's monitor keys.
-PRIORITY_QUANTILES = (("priority_min", 0.0), ("priority_q25", 0.25), ("priority_median", 0.5),
-                      ("priority_q75", 0.75), ("priority_max", 1.0))
-# The importance-weight quantiles a replay record reports, as (key, q).
-IS_WEIGHT_QUANTILES = (("is_weight_min", 0.0), ("is_weight_median", 0.5),
-                       ("is_weight_max", 1.0))
 Reduction = Literal["max", "mean"]
 REDUCTIONS: tuple[Reduction, ...] = ("max", "mean")
 _OPTIONS = ("alpha", "beta", "anneal_steps", "eps", "reduction")
@@ -697,58 +692,6 @@ class PrioritizedSampler:
         self._priority[:held] = stored
         self._set_range(0, weights)
         self._held = held
-
-
-def tree_weights(priority: np.ndarray, alpha: float) -> np.ndarray:
-    """The weights ``p ** alpha`` that stored priorities have in the trees (a priority of 0
-    weighs 0, also at ``alpha`` 0)."""
-    weights: np.ndarray = np.power(priority, alpha)
-    if alpha == 0:
-        weights = weights * (priority > 0)
-    return weights
-
-
-def importance(
-    weights: np.ndarray, minimum: float, beta: float, *, dtype: type = np.float64
-) -> np.ndarray:
-    """Importance weights ``(w / minimum) ** -beta`` of tree weights ``w``, computed in float64
-    and rounded once into ``dtype`` (as ``astype`` would)."""
-    out: np.ndarray = np.empty(np.shape(weights), dtype=dtype)
-    np.power(weights / minimum, -beta, out=out, casting="same_kind")
-    return out
-
-
-def priority_quantiles(priorities: Any) -> dict[str, float | None]:
-    """The quantiles of :data:`PRIORITY_QUANTILES` of ``priorities`` (array-like, finite:
-    unchecked; all None when there are none)."""
-    values = np.asarray(priorities, dtype=np.float64).reshape(-1)
-    if len(values) == 0:
-        return {name: None for name, _ in PRIORITY_QUANTILES}
-    found = np.quantile(values, [q for _, q in PRIORITY_QUANTILES])
-    return {name: float(v) for (name, _), v in zip(PRIORITY_QUANTILES, found, strict=True)}
-
-
-def importance_quantiles(priorities: Any, *, alpha: float, beta: float) -> dict[str, float | None]:
-    """The quantiles of :data:`IS_WEIGHT_QUANTILES` of the importance weights that rows of
-    these stored ``priorities`` (finite, non-negative: unchecked) get when drawn on their own:
-    ``(w / w_min) ** -beta`` with ``w = p ** alpha`` and ``w_min`` the smallest positive
-    weight, over the rows with a positive weight (all None when there are none). From a
-    checkpoint: the sampler's saved priorities and options, and the ``beta`` its summary
-    gives.
-
-    Raises:
-        TypeError: ``alpha`` or ``beta`` not a real number.
-        ValueError: ``alpha`` negative or ``beta`` outside ``[0, 1]``.
-    """
-    alpha = check_real(alpha, "alpha", minimum=0.0)
-    beta = check_real(beta, "beta", minimum=0.0, maximum=1.0)
-    weights = tree_weights(np.asarray(priorities, dtype=np.float64).reshape(-1), alpha)
-    weights = weights[weights > 0]
-    if len(weights) == 0:
-        return {name: None for name, _ in IS_WEIGHT_QUANTILES}
-    found = np.quantile(importance(weights, float(weights.min()), beta),
-                        [q for _, q in IS_WEIGHT_QUANTILES])
-    return {name: float(v) for (name, _), v in zip(IS_WEIGHT_QUANTILES, found, strict=True)}
 
 
 def _pairwise(values: np.ndarray, combine: np.ufunc) -> np.ndarray:

@@ -16,7 +16,7 @@ from scipy.stats import chisquare
 from bufcore import DictBuffer, TrajectoryDictBufferMultiDim, load_buffer
 from bufcore.errors import CorruptCheckpointError
 from bufcore.inspect import inspect_path, read_leaf, render, summarize_checkpoint
-from bufcore.sampling import prioritized
+from bufcore.sampling import prioritized, priority_maths
 from bufcore.sampling.prioritized import PrioritizedSampler
 from tests.support import DEVICES, reseal
 
@@ -324,8 +324,8 @@ def test_a_summary_gives_the_quantiles_of_the_saved_priorities_and_weights(
     assert summary.sampler is not None and summary.sampler.stats is not None
     stored = buffer.sampler.priorities().numpy()
     assert summary.sampler.stats == {
-        **prioritized.priority_quantiles(stored),
-        **prioritized.importance_quantiles(stored, alpha=1.0, beta=0.5),
+        **priority_maths.priority_quantiles(stored),
+        **priority_maths.importance_quantiles(stored, alpha=1.0, beta=0.5),
     }
     assert summary.sampler.stats == {key: value for key, value in buffer.sampler.stats().items()
                                      if key not in ("beta", "max_priority")}

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from bufcore.sampling import prioritized
+from bufcore.sampling import priority_maths
 from bufcore.sampling.prioritized import PrioritizedSampler
 from bufcore.sampling.samplers import RingPosition
 
@@ -292,4 +292,4 @@ def test_a_sampler_without_rows_reports_no_quantiles() -> None:
 @pytest.mark.parametrize(("alpha", "beta"), [(-1.0, 0.5), (0.5, 1.5), (0.5, -0.1)])
 def test_importance_quantiles_refuse_bad_exponents(alpha: float, beta: float) -> None:
     with pytest.raises(ValueError, match="alpha" if alpha < 0 else "beta"):
-        prioritized.importance_quantiles([1.0, 2.0], alpha=alpha, beta=beta)
+        priority_maths.importance_quantiles([1.0, 2.0], alpha=alpha, beta=beta)

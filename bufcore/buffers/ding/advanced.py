@@ -44,7 +44,8 @@ from bufcore.buffers.ding.throughput import Clock, ThruputController
 from bufcore.buffers.prioritized import saved_sampler
 from bufcore.errors import StateError
 from bufcore.fields import Field
-from bufcore.sampling.prioritized import PrioritizedSampler, priority_quantiles
+from bufcore.sampling.prioritized import PrioritizedSampler
+from bufcore.sampling.priority_maths import priority_quantiles
 from bufcore.sampling.samplers import RingPosition
 from bufcore.sampling.segment_tree import check_leaf_index, check_weights
 from bufcore.storage.batches import RowSource

@@ -375,6 +375,9 @@ class Buffer(ABC):
             raise ValueError(
                 f"state: holds a {type(loaded).__name__}, not a {type(self).__name__}"
             )
+        previous = self.__dict__.get("_storage")  # DI-engine buffers keep items, not a ring
+        if isinstance(previous, RingStorage):
+            loaded._storage.follow(previous)  # an index drawn before updates nothing after
         self.__dict__.clear()
         self.__dict__.update(loaded.__dict__)
 

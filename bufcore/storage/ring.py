@@ -130,6 +130,8 @@ class RingStorage:
         self._allocated: AllocatedRows | None = None
         self._outputs = OutputPool(device)
         self._writes = np.empty(0, dtype=np.int64)
+        # The count every row starts from when the rows are allocated (see follow()).
+        self._write_base = 0
 
     # ------------------------------------------------------------------ state
     def __len__(self) -> int:
@@ -165,9 +167,24 @@ class RingStorage:
 
     @property
     def writes(self) -> torch.Tensor:
-        """Live int64 ``[capacity]`` CPU tensor: how many times each time row was written
-        (restored rows count once); empty before the first write. Read only."""
+        """Live int64 ``[capacity]`` CPU tensor: each time row's write count, which moves on
+        whenever the row may hold other data: a write adds 1, and a :meth:`restore` sets
+        every row past every count the storage had before (1 in a fresh storage), so a count
+        taken before never matches again. Empty before the first write. Read only."""
         return torch.from_numpy(self._writes)
+
+    def highest_write_count(self) -> int:
+        """The largest write count any row has had (0 before the first write)."""
+        held = int(self._writes.max()) if len(self._writes) else 0
+        return max(held, self._write_base)
+
+    def follow(self, previous: RingStorage) -> None:
+        """Take the place of ``previous`` in its buffer (a ``load_state_dict``): every write
+        count, now and after a later allocation, moves past every count ``previous`` handed
+        out, so an index drawn from it updates nothing here."""
+        passed = previous.highest_write_count()
+        self._write_base += passed
+        self._writes += passed
 
     @property
     def nbytes(self) -> int:
@@ -300,7 +317,8 @@ class RingStorage:
         packed = pack_leaves(
             present, self.capacity, envs, self.batch_dims, self.device, self.memory
         )
-        writes = np.zeros(self.capacity, dtype=np.int64)  # numpy: a write adds in ~1 us
+        # numpy: a write adds in ~1 us
+        writes = np.full(self.capacity, self._write_base, dtype=np.int64)
         lead = (self.capacity,) if self.batch_dims == 1 else (self.capacity, envs)
         self.spec = dict(spec)
         self.absent = frozenset(absent) & frozenset(spec)
@@ -347,6 +365,9 @@ class RingStorage:
                 f"capacity {self.capacity}"
             )
         absent = source.absent
+        # Every row may change: its count must pass every count handed out before (an index
+        # drawn before the restore must not update the rows it brings).
+        restored_count = self.highest_write_count() + 1
         if self.spec is None:
             if source.spec:
                 self.allocate(source.spec, source.env_count, absent=absent)
@@ -369,8 +390,7 @@ class RingStorage:
             with torch.no_grad():
                 self._read_rows(source, count)
         if self.spec is not None:
-            self._writes[:] = 0
-            self._writes[:count] = 1
+            self._writes[:] = restored_count
         self.cursor = cursor
         self.is_full = is_full
 

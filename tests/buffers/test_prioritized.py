@@ -33,13 +33,15 @@ def rows_buffer(capacity: int = 8, rows: int = 10, **options: Any) -> DictBuffer
     return buffer
 
 
-def online_buffer(reduction: str = "max", **options: Any) -> TrajectoryDictBufferMultiDim:
-    """[12, 2] rows: env 0 ends a trajectory every 5 steps, env 1 every 7; 20 steps written."""
+def online_buffer(
+    reduction: str = "max", steps: int = 20, **options: Any
+) -> TrajectoryDictBufferMultiDim:
+    """[12, 2] rows: env 0 ends a trajectory every 5 steps, env 1 every 7; ``steps`` written."""
     sampler = PrioritizedSampler(reduction=reduction, **options)  # type: ignore[arg-type]
     buffer = TrajectoryDictBufferMultiDim(
         capacity=12, n_dim=2, seq_length=3, seed=0, sampler=sampler
     )
-    for step in range(20):
+    for step in range(steps):
         done = torch.tensor([[step % 5 == 4, step % 7 == 6]])
         buffer.extend({"observation": torch.full((1, 2, 1), float(step)), "done": done})
     return buffer
@@ -131,6 +133,27 @@ def test_updates_after_a_clear_change_nothing(refill: int) -> None:
     buffer.extend({"obs": torch.zeros(refill, 1), "act": torch.zeros(refill, dtype=torch.int64)})
     assert buffer.update_priority(index, torch.full((20,), 9.0)) == 0
     assert buffer.sampler.priorities().tolist() == [1.0] * refill
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 5, 8])
+def test_an_index_drawn_before_a_load_state_dict_updates_nothing(capacity: int) -> None:
+    buffer = rows_buffer(capacity=capacity, rows=capacity)
+    index = buffer.sample_index(4)
+    other = rows_buffer(capacity=capacity, rows=2 * capacity)  # its rows hold other data
+    buffer.load_state_dict(other.state_dict())
+    before = buffer.sampler.priorities()
+    assert buffer.update_priority(index, torch.full((4,), 9.0)) == 0
+    assert torch.equal(buffer.sampler.priorities(), before)
+    assert buffer.update_priority(buffer.sample_index(4), torch.full((4,), 9.0)) == 4
+
+
+def test_an_online_index_drawn_before_a_load_state_dict_updates_nothing() -> None:
+    buffer = online_buffer(steps=10)  # every row written once: the count a load gives too
+    index = buffer.sample_index(6, 3)  # 2 windows of 3 rows
+    buffer.load_state_dict(online_buffer(steps=10).state_dict())
+    before = buffer.sampler.priorities()
+    assert buffer.update_priority(index, torch.full((6,), 9.0)) == 0
+    assert torch.equal(buffer.sampler.priorities(), before)
 
 
 def test_a_batch_index_updates_as_the_sample_index_does() -> None:

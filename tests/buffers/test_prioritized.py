@@ -59,6 +59,35 @@ def test_a_batch_is_the_index_plus_a_gather_with_weights_and_rows() -> None:
     assert torch.equal(batch["_index"], torch.stack([index.rows, index.writes], 1))
 
 
+def test_a_window_batch_is_the_index_plus_a_gather_with_weights_and_rows() -> None:
+    buffer = online_buffer(eps=0.0)
+    buffer.update_priority(buffer.sample_index(12, 3), torch.arange(1.0, 13.0))
+    state = buffer.state_dict()
+    indexed, sampled = (TrajectoryDictBufferMultiDim.from_state_dict(state) for _ in range(2))
+    index = indexed.sample_index(12, 3, generator=generator(1))
+    batch = sampled.sample(12, 3, generator=generator(1))
+    rows = buffer.storage["observation"].reshape(24, 1)  # flat rows: time * 2 + env
+    assert torch.equal(batch["observation"], rows[index.rows])
+    assert torch.equal(batch["next"]["observation"], rows[(index.rows + 2) % 24])
+    assert torch.equal(batch["_weight"], index.weights)
+    assert torch.equal(batch["_index"], torch.stack([index.rows, index.writes], 1))
+
+
+def test_a_window_out_receives_the_weights_and_the_index_too() -> None:
+    buffer = online_buffer()
+    expected = buffer.sample(6, 3, generator=generator(2))
+    out = {
+        "observation": torch.empty(6, 1),
+        "next": {"observation": torch.empty(6, 1)},
+        "_weight": torch.empty(6),
+        "_index": torch.empty(6, 2, dtype=torch.int64),
+    }
+    assert buffer.sample(6, 3, generator=generator(2), out=out) is out
+    assert torch.equal(out["next"]["observation"], expected["next"]["observation"])
+    for key in ("observation", "_weight", "_index"):
+        assert torch.equal(out[key], expected[key])
+
+
 def test_a_caller_generator_leaves_the_buffer_stream_alone() -> None:
     buffer = rows_buffer()
     state = buffer._generator.get_state()

@@ -125,6 +125,25 @@ def test_sampled_items_carry_the_reference_keys() -> None:
         assert item["staleness"] == 3
 
 
+def test_with_deepcopy_the_items_are_copies_at_push_and_at_sample() -> None:
+    pushed = items(1, obs=torch.zeros(1))
+    buffer = AdvancedReplayBuffer(replay_buffer_size=1, seed=0, deepcopy=True)
+    buffer.push(pushed, 0)
+    pushed[0]["obs"] += 10
+    first, second = buffer.sample(1, 0), buffer.sample(1, 0)
+    assert first is not None and second is not None
+    assert float(first[0]["obs"][0]) == 0.0
+    assert first[0]["obs"] is not second[0]["obs"]
+
+
+def test_without_deepcopy_the_items_share_the_pushed_values() -> None:
+    pushed = items(1, obs=torch.zeros(1))
+    buffer = AdvancedReplayBuffer(replay_buffer_size=1, seed=0)
+    buffer.push(pushed, 0)
+    batch = buffer.sample(1, 0)
+    assert batch is not None and batch[0]["obs"] is pushed[0]["obs"]
+
+
 def test_an_item_without_collect_iter_has_staleness_minus_one() -> None:
     buffer = AdvancedReplayBuffer(replay_buffer_size=2, seed=0)
     buffer.push(items(2), 0)

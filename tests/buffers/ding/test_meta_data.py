@@ -48,6 +48,15 @@ def test_close_drains_the_queue_without_a_started_thread(tmp_path: Path) -> None
     assert present(tmp_path) == []  # close clears the buffer too, as DI-engine's does
 
 
+@pytest.mark.parametrize("cls", [NaiveReplayBuffer, AdvancedReplayBuffer])
+def test_close_drains_the_queue_of_a_started_thread(tmp_path: Path, cls: type[Any]) -> None:
+    buffer = cls(replay_buffer_size=2, seed=0, enable_track_used_data=True)
+    buffer.start()
+    buffer.push(meta_items(tmp_path, range(5)), 0)
+    buffer.close()  # no flush: close waits for the thread to delete every queued file
+    assert present(tmp_path) == []
+
+
 def test_clear_deletes_the_files_of_every_item(tmp_path: Path) -> None:
     buffer = AdvancedReplayBuffer(replay_buffer_size=3, enable_track_used_data=True)
     buffer.start()

@@ -102,6 +102,16 @@ def _count(text: str) -> int:
     return count
 
 
+def _directory(text: str) -> Path:
+    """An argparse type: a non-empty path (``""`` would silently mean the working directory,
+    which ``save("")`` refuses too)."""
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "expected a directory path, got an empty string (write . for the working directory)"
+        )
+    return Path(text)
+
+
 def _number(text: str) -> float:
     try:
         return float(text)
@@ -124,7 +134,7 @@ def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
         epilog=DEMO_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    demo.add_argument("--out", type=Path, default=Path("runs/demo"),
+    demo.add_argument("--out", type=_directory, default=Path("runs/demo"),
                       help="run directory (default runs/demo)")
     demo.add_argument("--seed", type=int, default=None, help="default 0")
     demo.add_argument("--steps", type=_count, default=None,

@@ -32,9 +32,11 @@ st.caption(
 
 # The sidebar's run, or the path typed under "Open a path", is A's first choice.
 current = ui.choose_source()
+if current is None:
+    st.stop()  # choose_source said why: nothing found, or the typed path was refused
 sources = comparable(ui.known_sources(), current)
 if not sources:
-    st.stop()  # choose_source said why
+    st.stop()
 labels = [source.label for source in sources]
 
 

@@ -88,6 +88,18 @@ def test_no_command_is_one_usage_line_and_exit_2() -> None:
     )
 
 
+def test_an_empty_out_is_refused_instead_of_meaning_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    result = bufcore("demo", "--out", "", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "bufcore demo: error: argument --out: expected a directory path, got an empty string "
+        "(write . for the working directory) (see bufcore demo --help)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("steps", ["lots", "0", "-3"])
 def test_a_bad_count_names_the_option_and_exits_2(steps: str) -> None:
     result = bufcore("demo", "--steps", steps)

@@ -158,8 +158,10 @@ def _array_items(value: torch.Tensor | np.ndarray[Any, Any] | np.generic, where:
     _check_vector(array.shape, where)
     if array.dtype.kind == "f" and array.dtype.itemsize > 8:
         # tolist() keeps a longdouble a numpy scalar (no Python type holds it); JSON numbers
-        # are read as doubles anyway.
-        array = array.astype(np.float64)
+        # are read as doubles anyway. Beyond float64's range a value becomes inf, logged as
+        # non-finite like any inf: numpy's overflow warning would only repeat it.
+        with np.errstate(over="ignore"):
+            array = array.astype(np.float64)
     return array.tolist()
 
 

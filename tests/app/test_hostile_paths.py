@@ -38,8 +38,6 @@ def typed_paths(run: Path) -> dict[str, str]:
     }
 
 
-# Compare picks only among the sources found under the roots: it has no path box.
-TYPING_PAGES = [page for page in PAGES if page != "compare"]
 NAMES = [
     "a file", "a link out of the roots", "a directory that is not a run", "the parent",
     "a traversal", "the home directory", "an unknown user's home",
@@ -48,7 +46,7 @@ NAMES = [
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("page", TYPING_PAGES)
+@pytest.mark.parametrize("page", PAGES)
 def test_a_hostile_typed_path_is_refused_on_every_page(
     dashboard: Dashboard, run_copy: Path, page: str, name: str
 ) -> None:
@@ -59,7 +57,7 @@ def test_a_hostile_typed_path_is_refused_on_every_page(
     assert at.sidebar.error, f"no message for {typed!r:.60}"
 
 
-@pytest.mark.parametrize("page", TYPING_PAGES)
+@pytest.mark.parametrize("page", PAGES)
 def test_a_typed_run_under_the_roots_is_shown(
     dashboard: Dashboard, run_copy: Path, page: str
 ) -> None:
@@ -168,7 +166,7 @@ def test_a_typed_path_through_a_linked_checkpoint_is_refused(
     assert any("outside the dashboard's roots" in e.value for e in at.sidebar.error)
 
 
-@pytest.mark.parametrize("page", TYPING_PAGES)
+@pytest.mark.parametrize("page", PAGES)
 def test_a_refused_typed_path_replaces_the_run_in_the_main_area(
     dashboard: Dashboard, run_copy: Path, page: str
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,18 @@ def test_non_finite_floats_are_written_as_null_and_named_in_nonfinite(
         **written,
         "nonfinite": flags,
     }
+
+
+def test_a_longdouble_beyond_float64_is_logged_as_inf_without_a_warning(
+    logger: RunLogger,
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        logger.log("train", 0, {"n": np.longdouble("1e4000"), "a": np.array(
+            [np.longdouble("-1e4000"), 1.0])})
+    record = strict_lines(logger.path)[0]
+    assert (record["n"], record["a"]) == (None, [None, 1.0])
+    assert record["nonfinite"] == {"/n": "inf", "/a/0": "-inf"}
 
 
 def test_nonfinite_paths_escape_tilde_and_slash_as_json_pointers(logger: RunLogger) -> None:

@@ -391,13 +391,15 @@ def _row_frequencies(
 def snippet(
     path: str, request: LabRequest, seed: int, *, saved_weighting: str | None,
     priorities: np.ndarray | None = None, digest: str | None = None,
+    file_stamp: str | None = None,
 ) -> str:
     """Python that reproduces the draw with bufcore from the checkpoint at ``path``: it
     defines ``batch`` (the sampled data) and ``rows`` (the flat storage rows it read).
 
-    With the checkpoint's ``digest`` (:attr:`bufcore.inspect.CheckpointSummary.digest`) the
-    snippet first checks that ``path`` still holds that checkpoint and raises otherwise, so a
-    path that a run has saved over since does not quietly give another batch.
+    With the checkpoint's ``digest`` (:attr:`bufcore.inspect.CheckpointSummary.digest`), or
+    for a checkpoint without a manifest its ``file_stamp``, the snippet first checks that
+    ``path`` still holds that checkpoint and raises otherwise, so a path that a run has saved
+    over since does not quietly give another batch.
     """
     if request.windowed:
         args = f"{request.batch_size}, {request.seq_length}"
@@ -407,18 +409,26 @@ def snippet(
         "import torch",
         "from bufcore import load_buffer",
     ]
+    # (summary field, its value, what it covers) of the checkpoint drawn from.
+    pinned: tuple[str, str, str] | None = None
     if digest is not None:
+        pinned = ("digest", digest, "its manifest checksum")
+    elif file_stamp is not None:
+        pinned = ("file_stamp", file_stamp,
+                  "no manifest: its config and buffer.hdf5's size and modification time")
+    if pinned is not None:
         lines.append("from bufcore.inspect import summarize_checkpoint")
     lines += ["", f"path = {path!r}"]
-    if digest is not None:
+    if pinned is not None:
+        field, value, covers = pinned
         lines += [
-            "# The checkpoint the lab drew from (its manifest checksum):",
-            f"if summarize_checkpoint(path).digest != {digest!r}:",
+            f"# The checkpoint the lab drew from ({covers}):",
+            f"if summarize_checkpoint(path).{field} != {value!r}:",
             "    raise RuntimeError(f'{path} now holds another checkpoint than the one the "
             "lab drew from')",
         ]
     else:
-        lines.append("# No manifest (a BFM-Zero checkpoint): the path cannot be pinned.")
+        lines.append("# Neither a manifest nor a file stamp: the path cannot be pinned.")
     lines.append("buf = load_buffer(path, device='cpu')")
     if request.weighting is not None and request.weighting != saved_weighting:
         lines.append(f"buf = buf.with_weighting({request.weighting!r})")

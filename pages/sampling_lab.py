@@ -233,7 +233,7 @@ if data is not None and entry is not None and entry.summary is not None:
         st.error(f"{entry.path}: {err}")
         st.stop()
     signature = repr((str(entry.path), request, priorities is not None))
-    check_pin(str(entry.path), pin(summary.digest))
+    check_pin(str(entry.path), pin(summary.digest or summary.file_stamp))
     buttons = st.columns([1, 2, 2, 3], vertical_alignment="bottom")
     buttons[0].button("Resample", type="primary", help="Draw a new batch: the next seed",
                       on_click=resample)
@@ -338,4 +338,5 @@ if data is not None and entry is not None and entry.summary is not None:
     st.caption("Reproduce this batch from the checkpoint with bufcore (the snippet checks that "
                "the path still holds the checkpoint drawn from):")
     st.code(snippet(str(entry.path), request, seed, saved_weighting=saved_weighting,
-                    priorities=priorities, digest=summary.digest), language="python")
+                    priorities=priorities, digest=summary.digest,
+                    file_stamp=summary.file_stamp), language="python")

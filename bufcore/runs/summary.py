@@ -186,6 +186,9 @@ class CheckpointSummary:
         rows_digest: sha256 of the manifest's entry for buffer.hdf5 (its size and block
             hashes): equal exactly when two checkpoints hold the same rows, whatever their
             saved state (priorities, generator) (None without a manifest).
+        file_stamp: For a checkpoint without a manifest, what identifies it instead:
+            ``"stat:"`` and the sha256 of its config and of buffer.hdf5's size and
+            modification time, which rewriting either changes (None with a manifest).
     """
 
     path: Path
@@ -209,6 +212,7 @@ class CheckpointSummary:
     digest: str | None = None
     rows_digest: str | None = None
     ding: DingSummary | None = None
+    file_stamp: str | None = None
 
 
 def summarize_checkpoint(
@@ -334,6 +338,7 @@ def summarize_opened(opened: OpenedCheckpoint, *, verify: bool = False) -> Check
         ding=ding,
         digest=None if manifest is None else str(manifest["checksum"]),
         rows_digest=None if manifest is None else _entry_digest(manifest["files"][PAYLOAD]),
+        file_stamp=opened.file_stamp,
     )
 
 

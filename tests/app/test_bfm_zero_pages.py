@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bufcore.inspect import summarize_checkpoint
 from tests.app.conftest import PAGES, Dashboard
 
 # What each page can draw from the train buffer alone, or the lack it names instead.
@@ -77,3 +78,12 @@ def test_the_curriculum_draws_an_expert_buffers_saved_priorities_without_a_log(
     assert "Priorities saved in the expert buffer `expert`" in [s.value for s in at.subheader]
     assert {m.label for m in at.metric} == {"Motions", "Entropy (nats)", "Effective motions"}
     assert not at.get("plotly_chart") and len(at.get("vega_lite_chart")) == 1
+
+
+def test_the_sampling_lab_pins_a_bfm_zero_checkpoint_by_its_file_stamp(
+    dashboard: Dashboard, bfm_zero_run: Path
+) -> None:
+    at = dashboard("sampling_lab", bfm_zero_run)
+    stamp = summarize_checkpoint(bfm_zero_run / "checkpoint" / "buffers" / "train").file_stamp
+    assert stamp is not None and f".file_stamp != {stamp!r}" in at.code[0].value
+    assert at.query_params["lab_pin"] == stamp[:16]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,20 @@ def test_the_snippet_refuses_a_path_that_now_holds_another_checkpoint(run_copy: 
     buffer.update_priorities(torch.linspace(1.0, 2.0, len(buffer.priorities)),
                              torch.arange(len(buffer.priorities)))
     buffer.save(path)  # a later save over the same path
+    with pytest.raises(RuntimeError, match="another checkpoint"):
+        exec(code, {})
+
+
+def test_the_snippet_refuses_a_bfm_zero_checkpoint_rewritten_since(bfm_zero_run: Path) -> None:
+    path = bfm_zero_run / "checkpoint" / "buffers" / "train"
+    summary = summarize_checkpoint(path)
+    assert summary.digest is None and summary.file_stamp is not None  # no manifest
+    code = snippet(str(path), _request("DictBuffer"), 3, saved_weighting=None,
+                   file_stamp=summary.file_stamp)
+    exec(code, {})  # the checkpoint drawn from: it runs
+    payload = path / "buffer.hdf5"
+    stat = payload.stat()
+    os.utime(payload, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # rewritten
     with pytest.raises(RuntimeError, match="another checkpoint"):
         exec(code, {})
 

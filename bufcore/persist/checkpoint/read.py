@@ -26,7 +26,9 @@ test_partial_load.py`` and ``tests/runs/test_leaf_read.py::test_only_the_named_d
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -145,6 +147,20 @@ class OpenedCheckpoint:
         self.state = state
         self.manifest = manifest
         self._reader = reader
+
+    @property
+    def file_stamp(self) -> str | None:
+        """For a checkpoint without a manifest (BFM-Zero's): sha256 of its config and of
+        buffer.hdf5's size and modification time, which a rewrite of either changes (the
+        checkpoint's identity without hashing its rows); None with a manifest, whose checksum
+        says more."""
+        if self.manifest is not None:
+            return None
+        stat = self._reader.stat()
+        text = json.dumps({"config": {"__target__": self.target, **self.config},
+                           "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
+                          sort_keys=True, default=str)
+        return "stat:" + hashlib.sha256(text.encode()).hexdigest()
 
     @property
     def where(self) -> str:

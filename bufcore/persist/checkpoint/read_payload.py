@@ -88,6 +88,10 @@ class PayloadReader:
         self._names: dict[KeyPath, str] = {}
         self._batch_dims = 1
 
+    def stat(self) -> os.stat_result:
+        """The open buffer.hdf5's ``fstat`` (the file opened, even if the path was replaced)."""
+        return os.fstat(self._fd)
+
     def _file(self) -> h5py.File:
         if self._h5 is None:
             handle = os.fdopen(os.dup(self._fd), "rb")

@@ -123,6 +123,26 @@ def test_a_refused_typed_path_replaces_the_previous_run_in_the_main_area(
     assert parse_qs(urlparse(page.url).query)["open_path"] == ["/etc"]
 
 
+def test_a_path_typed_on_compare_becomes_a_against_the_rest_of_its_run(
+    page: Any, dashboard_url: str
+) -> None:
+    opened(page, dashboard_url + "compare")
+    box = page.get_by_role("textbox", name="Open a path")
+    box.fill("checkpoints/step-000030")
+    box.press("Enter")
+    page.wait_for_url(re.compile(r"open_path=checkpoints"))
+    side_a = page.locator('[data-testid="stSelectbox"]').filter(has_text="A: run or checkpoint")
+    side_b = page.locator('[data-testid="stSelectbox"]').filter(has_text="B: run or checkpoint")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=\"stSelectbox\"] input')]"
+        ".some(e => e.value === 'demo/checkpoints/step-000030')")
+    settle(page)
+    assert side_a.locator("input").input_value() == "demo/checkpoints/step-000030"
+    assert side_b.locator("input").input_value() == "demo"
+    assert page.locator(EXCEPTION).count() == 0 and page.locator(ERROR).count() == 0
+    assert "A and B are the same" not in main_text(page)
+
+
 # -------------------------------------------------------------------- Overview: health check
 def test_the_overview_names_an_unknown_target_and_rows_that_fail_verification(
     page: Any, private_url: str
@@ -143,7 +163,7 @@ def test_a_page_left_without_a_usable_buffer_says_why_each_is_unusable(
     page: Any, private_url: str
 ) -> None:
     opened(page, private_url + "fifo?run=unusable")
-    page.locator(ERROR).first.wait_for()
+    page.locator(INFO).filter(has_text="This needs a").wait_for()
     errors = texts(page, f"{MAIN} {ERROR}")
     unusable = [e for e in errors if "is unusable" in e]
     assert {e.split()[1] for e in unusable} == {"train", "expert", "z"}
@@ -170,6 +190,8 @@ def test_the_overview_shows_the_step_and_time_of_the_checkpoint_and_the_log(
     page: Any, dashboard_url: str
 ) -> None:
     opened(page, dashboard_url)
+    page.locator('[data-testid="stCaptionContainer"]').filter(
+        has_text="Log: last record step").wait_for()
     text = main_text(page)
     assert re.search(r"Checkpoint: step 60, written \S", text), text
     assert "Log: last record step 60" in text
@@ -209,6 +231,7 @@ def test_the_sampling_lab_names_its_path_and_counts_batches_and_windows(
     opened(page, dashboard_url + "sampling_lab?buffer=train&lab_draws=20&lab_batch=64"
            "&lab_seq=8")
     train = browser_run / "checkpoint" / "buffers" / "train"
+    page.get_by_text("Sampling from").wait_for()
     assert f"Sampling from {train} (" in main_text(page)
     box = page.get_by_role("spinbutton", name="Batches to draw")
     assert box.input_value() == "20"
@@ -237,11 +260,26 @@ def test_a_sampling_lab_link_made_on_another_checkpoint_warns(
                for w in texts(page, f"{MAIN} {WARNING}"))
 
 
+# ---------------------------------------------------------------------------------- TD-EMA
+def test_the_td_ema_preview_matches_what_training_clipped_at_the_runs_settings(
+    page: Any, dashboard_url: str
+) -> None:
+    opened(page, dashboard_url + "td_ema")
+    metric(page, "Clipped at max (logged)").wait_for()
+    assert "from the logged distribution" in main_text(page)
+    for bound in ("min", "max"):
+        shown = {kind: metric(page, f"Clipped at {bound} ({kind})").locator(
+            '[data-testid="stMetricValue"]').inner_text() for kind in ("preview", "logged")}
+        preview, logged = (float(shown[k].rstrip("%")) for k in ("preview", "logged"))
+        assert abs(preview - logged) < 0.5, shown
+
+
 # ------------------------------------------------------------------------------------ FIFO
 def test_fifo_names_the_end_flag_and_shows_the_fill_without_a_delta_arrow(
     page: Any, dashboard_url: str
 ) -> None:
     opened(page, dashboard_url + "fifo?buffer=train")
+    page.locator(CHART).nth(3).wait_for()  # the page is drawn to its end
     headers = texts(page, f'{MAIN} [data-testid="stHeadingWithActionElements"]')
     assert "Episode ends (the truncated flag)" in headers
     assert not [h for h in headers if "boundaries" in h.lower()]
@@ -254,6 +292,7 @@ def test_fifo_labels_the_newest_rows_left_of_the_cursor_and_the_oldest_right(
     page: Any, private_url: str
 ) -> None:
     opened(page, private_url + "fifo?run=mid_ring&buffer=train")
+    page.locator(CHART).nth(3).wait_for()
     page.wait_for_function(VEGA_DRAWN)
     assert metric(page, "Cursor (next write)").locator(
         '[data-testid="stMetricValue"]').inner_text() == "10"
@@ -311,6 +350,7 @@ def test_a_bfm_zero_run_with_an_expert_buffer_draws_its_curriculum_without_a_log
     page: Any, private_url: str
 ) -> None:
     opened(page, private_url + "curriculum?run=bfm_expert")
+    page.locator(CHART).first.wait_for()
     page.wait_for_function(VEGA_DRAWN)
     screenshot(page, "user-bfm-zero-curriculum")
     assert "Priorities saved in the expert buffer expert" in texts(
@@ -327,6 +367,7 @@ def test_a_bfm_zero_page_says_what_the_run_lacks_instead_of_an_empty_chart(
     page: Any, private_url: str, path: str, needs: str
 ) -> None:
     opened(page, private_url + f"{path}?run=bfm_expert")
+    page.locator(INFO).filter(has_text=needs).wait_for()
     said = [i for i in texts(page, f"{MAIN} {INFO}") if needs in i]
     assert len(said) == 1 and "no metrics.jsonl" in said[0]
     assert page.locator(CHART).count() == 0

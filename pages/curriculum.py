@@ -204,6 +204,8 @@ else:
     apply_col.caption("Applies to this browser session only; nothing is written.")
 
 if save_col.button("Save as new checkpoint", key="cur_save"):
+    # A press answers for itself: an earlier press's "Saved" must not stand beside a refusal.
+    st.session_state.get("cur_saved", {}).pop(str(expert_entry.path), None)
     config = ui.dashboard_config()
     # The checkpoint itself and every saved version: one of them may already hold the result.
     held = [(e.path, e.summary.rows_digest) for e in data.buffers if e.summary is not None

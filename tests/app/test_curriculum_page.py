@@ -109,6 +109,16 @@ def test_saving_twice_with_the_same_knobs_writes_one_version_and_says_so(
     assert "expert-lin-1" in said and "Nothing was written" in said
 
 
+def test_a_refused_save_does_not_show_the_earlier_saved_message_beside_it(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    at = dashboard("curriculum", run_copy, query={"cur_mode": "lin"})
+    at.button(key="cur_save").click().run()
+    assert any(s.value.startswith("Saved a new expert checkpoint") for s in at.success)
+    at.button(key="cur_save").click().run()
+    assert not at.success
+
+
 def test_saving_the_checkpoints_own_priorities_writes_nothing(
     dashboard: Dashboard, run_copy: Path
 ) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from app.text import literal
 from bufcore.inspect import options_from_state, read_run_state, rounds_from_state
 
 # Ways to order the motions of the heatmap and the tables (the page's cur_sort choices).
@@ -151,7 +152,7 @@ def history_from_records(records: Sequence[Mapping[str, Any]]) -> CurriculumHist
             )
             step = int(record["step"])
         except (KeyError, TypeError, ValueError, OverflowError) as err:
-            problems.append(f"{where}: unreadable ({err})")
+            problems.append(f"{literal(where)}: unreadable ({literal(err)})")
             continue
         if any(column.shape != (len(ids),) for column in columns.values()):
             problems.append(f"{where}: emd/priority/probability do not match motion_ids")

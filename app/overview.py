@@ -21,6 +21,7 @@ from app.run_data import (
     MetricsLog,
     SourceData,
 )
+from app.text import literal
 from bufcore.inspect import (
     BUFFER_CHECKPOINT,
     CHECKPOINT_DIR,
@@ -151,11 +152,11 @@ def health_problems(data: SourceData, damage: Mapping[str, str]) -> list[str]:
     (``damage``: buffer name -> the verification error), run.json, train_status.json or the
     log unreadable."""
     problems = [
-        f"Buffer `{entry.name}` cannot be used: {entry.error}"
+        f"Buffer `{entry.name}` cannot be used: {literal(entry.error)}"
         for entry in data.buffers if entry.error is not None
     ]
     problems += [
-        f"Buffer `{name}` is damaged: {reason}" for name, reason in damage.items()
+        f"Buffer `{name}` is damaged: {literal(reason)}" for name, reason in damage.items()
     ]
     return problems + list(data.errors)
 

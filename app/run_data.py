@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app.sources import OutsideRootsError, inside_roots
+from app.text import literal
 from bufcore import (
     DictBuffer,
     KeyPathError,
@@ -125,7 +126,7 @@ def contents(data: SourceData) -> str:
                 "Overview, Trajectories, Sampling lab and FIFO pages show RLinf directories.")
     held = [
         f"buffer `{entry.name}` ({entry.summary.kind})" if entry.summary is not None
-        else f"buffer `{entry.name}` (unusable: {entry.error})"
+        else f"buffer `{entry.name}` (unusable: {literal(entry.error)})"
         for entry in data.buffers
     ] or ["no buffer checkpoint"]
     if data.kind != BUFFER_CHECKPOINT:

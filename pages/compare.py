@@ -19,6 +19,7 @@ from app.compare import (
 from app.compare_figures import difference_bars, length_overlay, motion_bars
 from app.run_data import EXPERT, ONLINE, READ_ERRORS, BufferEntry, SourceData
 from app.sources import Source
+from app.text import literal
 
 st.title("Compare")
 st.caption(
@@ -92,7 +93,7 @@ def _side(
                     where=column)
     for entry in data.buffers:
         if entry.error is not None:
-            column.warning(f"buffer {entry.name!r} cannot be read: {entry.error}")
+            column.warning(f"buffer {entry.name!r} cannot be read: {literal(entry.error)}")
     kinds = {e.name: e.summary.kind for e in data.buffers if e.summary is not None}
     online = _entry([e for e in data.buffers if kinds.get(e.name) == ONLINE], "online buffer",
                     f"{key}_online", column)
@@ -110,7 +111,7 @@ def _side(
         try:
             priorities = motion_priorities(settings, motions)
         except ValueError as err:
-            column.warning(f"{expert.path}: {err}")
+            column.warning(f"{literal(expert.path)}: {literal(err)}")
     history = ui.history_of(source, data)
     emd, emd_round = last_emd(history) if history is not None else (None, None)
     return Side(name, online_lengths, expert_lengths, priorities, emd, emd_round)

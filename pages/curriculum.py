@@ -34,6 +34,7 @@ from app.curriculum_view import (
 )
 from app.run_data import EXPERT, READ_ERRORS, REPRIORITIZED_DIR, save_base
 from app.sources import OutsideRootsError, resolve_under_roots
+from app.text import literal
 
 st.title("Curriculum")
 st.caption(
@@ -144,7 +145,7 @@ try:
                                 scale=scale)
     new = trajectory_priorities(motion_new, history.motion_ids, trajectories.motion_id)
 except (ValueError, TypeError) as err:
-    st.error(f"These options cannot be applied: {err}")
+    st.error(f"These options cannot be applied: {literal(err)}")
     st.stop()
 
 session = ui.session_priorities(expert_entry.path)
@@ -219,9 +220,9 @@ if save_col.button("Save as new checkpoint", key="cur_save"):
         written = (None if duplicate is not None
                    else save_reprioritized(expert_entry.path, base, mode, new))
     except OutsideRootsError as err:
-        save_col.error(f"Not saved: {err}")
+        save_col.error(f"Not saved: {literal(err)}")
     except (*READ_ERRORS, FileExistsError, IndexError, TypeError) as err:
-        save_col.error(f"Not saved: {err}")
+        save_col.error(f"Not saved: {literal(err)}")
     else:
         if written is None:
             save_col.info(f"Not saved: `{duplicate}` already holds these rows with these "

@@ -23,6 +23,7 @@ from app.live import (
 from app.live_figures import eval_figure, occupancy_figure, td_figure
 from app.run_data import LOGLESS_KINDS
 from app.sources import Source
+from app.text import literal
 
 # session_state key: resolved log path -> this session's LiveTail (never shared or cached).
 TAILS = "live_tails"
@@ -67,7 +68,7 @@ if source is not None:
         try:
             new = tail.poll()
         except (OSError, ValueError) as err:
-            st.error(f"{log}: cannot be read: {err}")
+            st.error(f"{literal(log)}: cannot be read: {literal(err)}")
             return
         if tail.restarted:
             st.info(f"{log} was replaced (a new run started): showing the new run from "
@@ -132,7 +133,7 @@ if source is not None:
                 st.vega_lite_chart(eval_figure(evaluation), width="stretch")
             except ValueError as err:
                 st.warning(f"{log_path}: the eval record at step {evaluation.get('step', '?')} "
-                           f"cannot be drawn: {err}")
+                           f"cannot be drawn: {literal(err)}")
             st.caption("The latest evaluation round: one bar per expert motion, how far the "
                        "policy's path is from the motion's frames. The curriculum samples the "
                        "tall bars more in the next rounds.")

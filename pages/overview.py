@@ -22,6 +22,7 @@ from app.overview import (
 )
 from app.rlinf_view import PKL_NOTE, leaf_rows, overview_items, rlinf_problems
 from app.run_data import SourceData
+from app.text import literal
 
 # Buffers up to this size are verified on every new checkpoint version; larger ones on request
 # (hashing reads the whole file).
@@ -45,7 +46,7 @@ def rlinf_overview(data: SourceData) -> None:
     reads, errors = ([], []) if summary.trajectory_format != "pt" or len(newest) == 0 else (
         ui.rlinf_trajectories(index, [int(index.ids[newest[0]])]))
     for error in errors:
-        st.error(f"The newest trajectory file cannot be read: {error}")
+        st.error(f"The newest trajectory file cannot be read: {literal(error)}")
     if not problems and not errors:
         st.success(
             "Healthy: the index and metadata.json agree and every indexed trajectory file is "

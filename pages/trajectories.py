@@ -21,6 +21,7 @@ from app.rlinf_view import (
     trajectory_row,
 )
 from app.run_data import EXPERT, ONLINE, BufferEntry, SourceData
+from app.text import literal
 from app.trajectory_figures import (
     env_length_heatmap,
     length_histogram,
@@ -97,7 +98,7 @@ def rlinf_trajectories(data: SourceData) -> None:
     )
     reads, errors = ui.rlinf_trajectories(index, [int(ids[p]) for p in present])
     for error in errors:
-        st.error(f"A trajectory file cannot be read: {error}")
+        st.error(f"A trajectory file cannot be read: {literal(error)}")
     if not reads:
         return
     where = {int(ids[p]): p for p in present}
@@ -140,7 +141,7 @@ if data is not None:
         if entry.error is not None:
             # An error when it leaves the page nothing to draw.
             (st.warning if online_entries or expert_entries else st.error)(
-                f"Buffer `{entry.name}` is unusable: {entry.error}"
+                f"Buffer `{entry.name}` is unusable: {literal(entry.error)}"
             )
     if not online_entries and not expert_entries:
         ui.show_lack(data, f"a trajectory buffer checkpoint ({ONLINE} or {EXPERT})")

@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import ui
 from app.run_data import READ_ERRORS, ZVECTORS
+from app.text import literal
 from app.z_figures import histogram_figure, projection_figure, variance_figure
 from app.zspace import (
     cosine_to_mean,
@@ -65,7 +66,7 @@ if source is not None and data is not None and entry is not None and entry.summa
     try:
         z = read_z(entry.path, slots)
     except (*READ_ERRORS, IndexError) as err:
-        st.error(f"{entry.path}: cannot read the stored z ({err})")
+        st.error(f"{literal(entry.path)}: cannot read the stored z ({literal(err)})")
         st.stop()
     ages = slot_ages(slots, summary.cursor, summary.length)
     sources = None
@@ -75,7 +76,7 @@ if source is not None and data is not None and entry is not None and entry.summa
             tags = None if data.run is None else read_sources(data.run.path.parent,
                                                               summary.length)
         except READ_ERRORS as err:
-            st.warning(f"z sources cannot be read, colouring by age instead: {err}")
+            st.warning(f"z sources cannot be read, colouring by age instead: {literal(err)}")
             tags = None
         else:
             if tags is None:

@@ -9,6 +9,7 @@ page asked for, with Streamlit's caches cleared so no test sees another's result
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -65,6 +66,12 @@ def bfm_zero_run(tmp_path: Path) -> Path:
     target = tmp_path / "runs" / "bfm_zero"
     shutil.copytree(BFM_ZERO, target)
     return target
+
+
+def shown(markdown: str) -> str:
+    """The text Streamlit shows for a Markdown string of the dashboard: CommonMark drops a
+    backslash before ASCII punctuation (what ``app.text.literal`` adds to paths and errors)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
 
 
 Dashboard = Callable[..., AppTest]

@@ -8,7 +8,7 @@ from pathlib import Path
 import h5py
 import pytest
 
-from tests.app.conftest import Dashboard
+from tests.app.conftest import Dashboard, shown
 from tests.support import reseal, rewrite_file
 
 
@@ -144,7 +144,7 @@ def test_an_unknown_target_is_an_error_with_the_reason(
     assert not at.exception and not at.success
     (error,) = at.error
     assert error.value.startswith("Buffer `z` cannot be used")
-    assert f"unknown __target__ {target!r}" in error.value
+    assert f"unknown __target__ {target!r}" in shown(error.value)
     kinds = dict(zip(at.dataframe[0].value["buffer"], at.dataframe[0].value["kind"], strict=True))
     assert kinds["z"] == "unreadable"
 
@@ -157,6 +157,6 @@ def test_a_page_left_without_a_usable_buffer_says_why_each_is_unusable(
         set_target(run_copy / "checkpoint" / "buffers" / name, "os.system")
     at = dashboard(page, run_copy)
     assert not at.exception
-    unusable = [e.value for e in at.error if "is unusable" in e.value]
+    unusable = [shown(e.value) for e in at.error if "is unusable" in e.value]
     assert unusable and all("unknown __target__ 'os.system'" in e for e in unusable)
     assert any(i.value.startswith("This needs a") for i in at.info)

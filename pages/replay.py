@@ -250,8 +250,10 @@ def use_staleness(items: ReplayItems, summary: CheckpointSummary) -> None:
         ), width="stretch")
 
 
+@st.fragment
 def checkpoint_part(entry: BufferEntry) -> None:
-    """Everything the checkpoint shows."""
+    """Everything the checkpoint shows. A fragment: Resample and the draw's other widgets
+    rerun this part alone, not the log's charts below, which do not depend on them."""
     summary = entry.summary
     if summary is None:
         return

@@ -11,7 +11,7 @@ import streamlit as st
 
 from app import rlinf_view, ui
 from app.rlinf_figures import landing_figure
-from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS, SourceData
+from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS, BufferEntry, SourceData
 from app.sampling_figures import frequency_figure, landing_map_figure, row_landing_figure
 from app.sampling_lab import (
     MAX_SEED,
@@ -193,22 +193,13 @@ def check_pin(path: str, current: str | None) -> None:
         st.query_params[PIN_KEY] = current
 
 
-source = ui.choose_source()
-data = ui.source_data(source) if source is not None else None
-if data is not None and ui.is_rlinf(data):
-    rlinf_lab(data)
-    st.stop()
-st.caption(
-    "Draws real batches with the buffer's own sampler (a seeded generator; the buffer's stream "
-    "is untouched). The seed, sizes and weighting are in the URL, and Resample moves the seed "
-    "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
-)
-entry = ui.choose_buffer(data, kinds=SAMPLING_KINDS) if data is not None else None
-
-if data is not None and entry is not None and entry.summary is not None:
+@st.fragment
+def lab(entry: BufferEntry) -> None:
+    """The draw: widgets, batch, charts, frequencies and export. A fragment: Resample, Draw
+    and the draw's widgets rerun this part alone (the page above does not depend on them)."""
     summary = entry.summary
-    st.caption(f"Sampling from `{entry.path}` ({summary.kind}, {summary.length:,} rows).")
-    ui.show_moments(data, None)
+    if summary is None:
+        return
     request = controls(summary.kind, summary.sampler)
     priorities = ui.session_priorities(entry.path) if summary.kind == EXPERT else None
     if priorities is not None:
@@ -221,17 +212,17 @@ if data is not None and entry is not None and entry.summary is not None:
         priorities = priorities if use else None
     if summary.length == 0:
         st.info(f"{entry.path}: the buffer is empty; there is nothing to sample.")
-        st.stop()
+        return
     try:
         loaded = ui.index_buffer(entry.path)
     except READ_ERRORS as err:
         st.error(f"{entry.path}: the buffer cannot be loaded: {err}")
-        st.stop()
+        return
     try:
         buffer = prepared(loaded, request, priorities)
     except ValueError as err:
         st.error(f"{entry.path}: {err}")
-        st.stop()
+        return
     signature = repr((str(entry.path), request, priorities is not None))
     check_pin(str(entry.path), pin(summary.digest))
     buttons = st.columns([1, 2, 2, 3], vertical_alignment="bottom")
@@ -248,7 +239,7 @@ if data is not None and entry is not None and entry.summary is not None:
         index = draw_index(buffer, request, seed)
     except ValueError as err:
         st.error(f"{entry.path}: cannot sample: {err}")
-        st.stop()
+        return
     columns = batch_columns(buffer, request, index)
     windows = ("" if request.seq_length is None else
                f" ({len(columns['row']) // request.seq_length:,} windows of "
@@ -339,3 +330,21 @@ if data is not None and entry is not None and entry.summary is not None:
                "the path still holds the checkpoint drawn from):")
     st.code(snippet(str(entry.path), request, seed, saved_weighting=saved_weighting,
                     priorities=priorities, digest=summary.digest), language="python")
+
+
+source = ui.choose_source()
+data = ui.source_data(source) if source is not None else None
+if data is not None and ui.is_rlinf(data):
+    rlinf_lab(data)
+    st.stop()
+st.caption(
+    "Draws real batches with the buffer's own sampler (a seeded generator; the buffer's stream "
+    "is untouched). The seed, sizes and weighting are in the URL, and Resample moves the seed "
+    "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
+)
+entry = ui.choose_buffer(data, kinds=SAMPLING_KINDS) if data is not None else None
+if data is not None and entry is not None and entry.summary is not None:
+    st.caption(f"Sampling from `{entry.path}` ({entry.summary.kind}, "
+               f"{entry.summary.length:,} rows).")
+    ui.show_moments(data, None)
+    lab(entry)

@@ -304,6 +304,33 @@ def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
         context.close()
 
 
+def test_resample_in_the_sampling_lab_reruns_only_the_draw(
+    browser: Any, dashboard_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        frames: list[bytes] = []
+        listening = [False]
+        tab.on("websocket", lambda socket: socket.on(
+            "framereceived", lambda payload: frames.append(payload) if listening[0] else None))
+        tab.goto(dashboard_url + "sampling_lab?buffer=train&lab_seed=7")
+        settle(tab)
+        listening[0] = True
+        tab.get_by_role("button", name="Resample").click()
+        tab.wait_for_url(re.compile(r"lab_seed=8"))
+        settle(tab)
+        sent = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)
+        assert "Seed 8:" in tab.inner_text("body")
+        assert b"Seed 8:" in sent
+        # The page's introduction, above the draw, is not sent again: only the draw reran.
+        assert b"Draws real batches" not in sent
+        assert tab.locator(EXCEPTION).count() == 0
+    finally:
+        context.close()
+
+
 @pytest.fixture(scope="module")
 def replay_url(chromium_path: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The dashboard on a run with replay records and a checkpoint of each replay kind."""
@@ -363,6 +390,36 @@ def test_resample_on_the_replay_page_puts_the_next_seed_in_the_link(
         assert tab.locator(EXCEPTION).count() == 0
         assert "Seed 3:" in tab.inner_text("body")
         screenshot(tab, "replay-windows-resampled")
+    finally:
+        context.close()
+
+
+def test_resample_on_the_replay_page_reruns_the_checkpoint_part_but_not_the_log_charts(
+    browser: Any, replay_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        frames: list[bytes] = []
+        listening = [False]
+        tab.on("websocket", lambda socket: socket.on(
+            "framereceived", lambda payload: frames.append(payload) if listening[0] else None))
+        tab.goto(replay_url + "replay?buffer=windows&rp_seed=2")
+        listening[0] = True
+        settle(tab)
+        first = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)
+        assert b"Priority quantiles" in first  # the log's chart, sent on the first run
+        frames.clear()
+        tab.get_by_role("button", name="Resample").click()
+        tab.wait_for_url(re.compile(r"rp_seed=3"))
+        settle(tab)
+        sent = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)
+        assert b"Seed 3:" in sent
+        assert b"Priority distribution" in sent  # the checkpoint's charts, redrawn
+        assert b"Priority quantiles" not in sent  # the log's, left as they were
+        assert charts_drawn(tab, REPLAY_CHARTS["windows"] + 6) == REPLAY_CHARTS["windows"] + 6
+        assert tab.locator(EXCEPTION).count() == 0
     finally:
         context.close()
 

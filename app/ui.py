@@ -548,3 +548,14 @@ def rlinf_trajectories(
             except (*READ_ERRORS, KeyError) as err:
                 errors.append(str(err))
     return reads, errors
+
+
+def current_entry(source: Source, path: Path) -> BufferEntry | None:
+    """The readable buffer at ``path`` as ``source`` holds it now (None: gone or unreadable,
+    with any read error drawn). A fragment rerun calls this rather than reuse the entry of
+    the page's last full run, whose summary may describe a checkpoint since replaced."""
+    data = source_data(source)
+    if data is None:
+        return None
+    return next((entry for entry in data.buffers
+                 if entry.path == path and entry.summary is not None), None)

@@ -5,6 +5,7 @@ favour, a seeded draw) and from the run's ``replay`` records (the same figures o
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,7 @@ from app.replay_view import (
 )
 from app.run_data import READ_ERRORS, BufferEntry
 from app.sampling_lab import MAX_SEED, next_seed
+from app.sources import Source
 
 SEED_KEY = "rp_seed"
 # Trajectories listed in the dominance table.
@@ -251,12 +253,15 @@ def use_staleness(items: ReplayItems, summary: CheckpointSummary) -> None:
 
 
 @st.fragment
-def checkpoint_part(entry: BufferEntry) -> None:
-    """Everything the checkpoint shows. A fragment: Resample and the draw's other widgets
-    rerun this part alone, not the log's charts below, which do not depend on them."""
-    summary = entry.summary
-    if summary is None:
+def checkpoint_part(source: Source, path: Path) -> None:
+    """Everything the checkpoint at ``path`` shows. A fragment: Resample and the draw's other
+    widgets rerun this part alone, not the log's charts below, which do not depend on them;
+    each run reads the summary afresh, so a checkpoint replaced between two draws is noticed."""
+    entry = ui.current_entry(source, path)
+    if entry is None or entry.summary is None:
+        st.info(f"{path}: no readable buffer there now; pick another in the menu above.")
         return
+    summary = entry.summary
     st.caption(f"`{entry.path}` ({summary.kind}).")
     ding_figures(summary)
     if not has_replay_items(summary):
@@ -392,7 +397,7 @@ chosen = ui.choose_buffer(
     "(`NaiveReplayBuffer`, `AdvancedReplayBuffer`, `EpisodeReplayBuffer`)",
 )
 if chosen is not None:
-    checkpoint_part(chosen)
+    checkpoint_part(source, chosen.path)
 
 st.header("From the log")
 if log is not None:

@@ -3,6 +3,7 @@ frequencies against the sampler's promise, and export the draw."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import streamlit as st
 
 from app import rlinf_view, ui
 from app.rlinf_figures import landing_figure
-from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS, BufferEntry, SourceData
+from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS, SourceData
 from app.sampling_figures import frequency_figure, landing_map_figure, row_landing_figure
 from app.sampling_lab import (
     MAX_SEED,
@@ -27,6 +28,7 @@ from app.sampling_lab import (
     prepared,
     snippet,
 )
+from app.sources import Source
 
 RESULT = "lab_frequencies"
 SEED_KEY = "lab_seed"
@@ -194,12 +196,16 @@ def check_pin(path: str, current: str | None) -> None:
 
 
 @st.fragment
-def lab(entry: BufferEntry) -> None:
-    """The draw: widgets, batch, charts, frequencies and export. A fragment: Resample, Draw
-    and the draw's widgets rerun this part alone (the page above does not depend on them)."""
-    summary = entry.summary
-    if summary is None:
+def lab(source: Source, path: Path) -> None:
+    """The draw from the buffer at ``path``: widgets, batch, charts, frequencies and export.
+    A fragment: Resample, Draw and the draw's widgets rerun this part alone (the page above
+    does not depend on them); each run reads the buffer's summary afresh, so a checkpoint
+    replaced between two draws is noticed."""
+    entry = ui.current_entry(source, path)
+    if entry is None or entry.summary is None:
+        st.info(f"{path}: no readable buffer there now; pick another in the menu above.")
         return
+    summary = entry.summary
     request = controls(summary.kind, summary.sampler)
     priorities = ui.session_priorities(entry.path) if summary.kind == EXPERT else None
     if priorities is not None:
@@ -343,8 +349,8 @@ st.caption(
     "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
 )
 entry = ui.choose_buffer(data, kinds=SAMPLING_KINDS) if data is not None else None
-if data is not None and entry is not None and entry.summary is not None:
+if source is not None and data is not None and entry is not None and entry.summary is not None:
     st.caption(f"Sampling from `{entry.path}` ({entry.summary.kind}, "
                f"{entry.summary.length:,} rows).")
     ui.show_moments(data, None)
-    lab(entry)
+    lab(source, entry.path)

@@ -5,14 +5,16 @@ title; Resample and a slider work; a full-page screenshot of each page is saved 
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import torch
 
-from bufcore import Trajectory, TrajectoryReplayBuffer
+from bufcore import Trajectory, TrajectoryReplayBuffer, load_buffer
 from tests.browser.conftest import SCREENSHOTS, serve
 from tests.replay_support import REPLAY_BUFFERS, write_replay_run
 
@@ -329,6 +331,35 @@ def test_resample_in_the_sampling_lab_reruns_only_the_draw(
         assert tab.locator(EXCEPTION).count() == 0
     finally:
         context.close()
+
+
+def test_a_checkpoint_replaced_between_two_resamples_in_the_lab_warns(
+    browser: Any, browser_run: Path, tmp_path: Path
+) -> None:
+    # The draw is a fragment: its rerun must read the checkpoint's summary afresh.
+    run = tmp_path / "demo"
+    shutil.copytree(browser_run, run)
+    with serve(run) as url:
+        context = browser.new_context(viewport={"width": 1400, "height": 1800})
+        try:
+            tab = context.new_page()
+            tab.set_default_timeout(30_000)
+            tab.goto(url + "sampling_lab?buffer=expert&lab_seed=7")
+            settle(tab)
+            warnings = tab.locator('[data-testid="stAlertContentWarning"]')
+            assert warnings.count() == 0
+            path = run / "checkpoint/buffers/expert"
+            buffer = load_buffer(path)
+            count = len(buffer.priorities)
+            buffer.update_priorities(torch.linspace(1.0, 2.0, count), torch.arange(count))
+            buffer.save(path)
+            tab.get_by_role("button", name="Resample").click()
+            tab.wait_for_url(re.compile(r"lab_seed=8"))
+            settle(tab)
+            assert "now holds another checkpoint" in warnings.first.inner_text()
+            assert tab.locator(EXCEPTION).count() == 0
+        finally:
+            context.close()
 
 
 @pytest.fixture(scope="module")

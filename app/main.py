@@ -15,10 +15,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import streamlit as st  # noqa: E402
+import torch  # noqa: E402
 
 from app import ui  # noqa: E402
 
 PAGES = ROOT / "pages"
+
+# The server's tensor work is small and runs per click: torch's intra-op thread pool only adds
+# latency to it, a lot on a busy machine (copying the demo's 3 MB trajectory index for a
+# Replay draw: ~1 ms on one thread, ~30 ms median on two with the cores shared).
+torch.set_num_threads(1)
 
 st.set_page_config(page_title="bufcore dashboard", layout="wide")
 page = st.navigation(

@@ -45,6 +45,7 @@ from app.sources import (
     inside_roots,
     resolve_under_roots,
 )
+from app.text import literal
 from app.trajectory_stats import (
     MotionLengths,
     Trajectories,
@@ -163,7 +164,7 @@ def choose_source() -> Source | None:
         # In the main area too: the page must not go on showing the run picked before. The
         # list's picker is still drawn below, so its choice stays in the URL.
         st.sidebar.error(refusal)
-        st.error(f"Not opened: {refusal}")
+        st.error(f"Not opened: {literal(refusal)}")
         st.info("Clear **Open a path** in the sidebar to pick a run from the list again.")
     if not sources:
         if not typed:
@@ -237,7 +238,7 @@ def choose_buffer(
         if entry.error is not None:
             # An error when nothing else is left to show: the page is unusable because of it.
             (st.warning if entries else st.error)(
-                f"Buffer `{entry.name}` is unusable: {entry.error}"
+                f"Buffer `{entry.name}` is unusable: {literal(entry.error)}"
             )
     if not entries:
         show_lack(data, need or "a " + (" or ".join(kinds) if kinds else "buffer") + " checkpoint")
@@ -345,7 +346,8 @@ def end_map(path: Path, key_path: Sequence[str]) -> BinnedMap | None:
     try:
         return _cached_end_map(str(confined(path)), tuple(key_path), fingerprint(path))
     except READ_ERRORS as err:
-        st.error(f"{path}: cannot read the end flags {'/'.join(key_path)!r}: {err}")
+        st.error(f"{literal(path)}: cannot read the end flags {'/'.join(key_path)!r}: "
+                 f"{literal(err)}")
         return None
 
 
@@ -369,23 +371,23 @@ def trajectories_of(
     buffer is empty or unreadable."""
     summary = entry.summary
     if summary is None:
-        st.error(f"{entry.path}: cannot be read: {entry.error}")
+        st.error(f"{literal(entry.path)}: cannot be read: {literal(entry.error)}")
         return None
     if summary.length == 0:
-        st.info(f"{entry.path}: the buffer is empty (nothing written yet).")
+        st.info(f"{literal(entry.path)}: the buffer is empty (nothing written yet).")
         return None
     try:
         settings = window_settings(confined(entry.path))
         end = stored_leaf(entry.path, settings.end_path)
         if expert:
             if settings.motion_path is None:
-                st.error(f"{entry.path}: config.json names no motion_id_key")
+                st.error(f"{literal(entry.path)}: config.json names no motion_id_key")
                 return None
             motion = stored_leaf(entry.path, settings.motion_path)
             return settings, expert_from_leaves(end, motion)
         return settings, from_end_flags(end, cursor=summary.cursor, full=summary.full)
     except READ_ERRORS as err:
-        st.error(f"{entry.path}: cannot read its trajectories: {err}")
+        st.error(f"{literal(entry.path)}: cannot read its trajectories: {literal(err)}")
         return None
 
 
@@ -433,7 +435,7 @@ def history_of(source: Source, data: SourceData) -> CurriculumHistory | None:
             history = history_from_records(log.records)
         except UnmappedRecords as err:
             st.info(f"{source.path / METRICS_FILE}: its evaluation rounds cannot be mapped to "
-                    f"motions, so they are not shown ({err}).")
+                    f"motions, so they are not shown ({literal(err)}).")
             history = None
         if history is not None:
             return history
@@ -443,7 +445,7 @@ def history_of(source: Source, data: SourceData) -> CurriculumHistory | None:
     try:
         return history_from_checkpoint(checkpoint)
     except READ_ERRORS as err:
-        st.warning(f"{checkpoint}: the curriculum state cannot be read: {err}")
+        st.warning(f"{literal(checkpoint)}: the curriculum state cannot be read: {literal(err)}")
         return None
 
 
@@ -497,12 +499,12 @@ def rlinf_source(data: SourceData) -> tuple[RLinfSummary, RLinfIndex, int, int] 
     summary = data.rlinf
     if summary is None:
         for error in data.errors:
-            st.error(f"The RLinf directory cannot be read: {error}")
+            st.error(f"The RLinf directory cannot be read: {literal(error)}")
         return None
     try:
         index = _cached_rlinf_index(str(confined(data.path)), fingerprint(data.path))
     except READ_ERRORS as err:
-        st.error(f"The RLinf directory cannot be read: {err}")
+        st.error(f"The RLinf directory cannot be read: {literal(err)}")
         return None
     st.sidebar.caption("An RLinf directory saves no window or cache size: they are options of "
                        "the buffer that loads it.")
@@ -548,3 +550,14 @@ def rlinf_trajectories(
             except (*READ_ERRORS, KeyError) as err:
                 errors.append(str(err))
     return reads, errors
+
+
+def current_entry(source: Source, path: Path) -> BufferEntry | None:
+    """The readable buffer at ``path`` as ``source`` holds it now (None: gone or unreadable,
+    with any read error drawn). A fragment rerun calls this rather than reuse the entry of
+    the page's last full run, whose summary may describe a checkpoint since replaced."""
+    data = source_data(source)
+    if data is None:
+        return None
+    return next((entry for entry in data.buffers
+                 if entry.path == path and entry.summary is not None), None)

@@ -5,6 +5,7 @@ favour, a seeded draw) and from the run's ``replay`` records (the same figures o
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,8 @@ from app.replay_view import (
 )
 from app.run_data import READ_ERRORS, BufferEntry
 from app.sampling_lab import MAX_SEED, next_seed
+from app.sources import Source
+from app.text import literal
 
 SEED_KEY = "rp_seed"
 # Trajectories listed in the dominance table.
@@ -109,7 +112,7 @@ def draw(entry: BufferEntry, request: DrawRequest) -> Drawn | None:
     try:
         return draw_batch(ui.index_buffer(entry.path), request)
     except READ_ERRORS as err:
-        st.error(f"{entry.path}: cannot draw: {err}")
+        st.error(f"{literal(entry.path)}: cannot draw: {literal(err)}")
         return None
 
 
@@ -165,7 +168,7 @@ def priority_charts(items: ReplayItems, drawn: Drawn | None, entry: BufferEntry,
         try:
             shares = ui.window_shares_of(entry.path, seq)
         except (*READ_ERRORS, TypeError) as err:
-            right.error(f"{entry.path}: cannot weigh its windows: {err}")
+            right.error(f"{literal(entry.path)}: cannot weigh its windows: {literal(err)}")
             return
         right.vega_lite_chart(log_histogram_figure(
             log_histogram(shares.importance, probability=shares.probability,
@@ -250,11 +253,16 @@ def use_staleness(items: ReplayItems, summary: CheckpointSummary) -> None:
         ), width="stretch")
 
 
-def checkpoint_part(entry: BufferEntry) -> None:
-    """Everything the checkpoint shows."""
-    summary = entry.summary
-    if summary is None:
+@st.fragment
+def checkpoint_part(source: Source, path: Path) -> None:
+    """Everything the checkpoint at ``path`` shows. A fragment: Resample and the draw's other
+    widgets rerun this part alone, not the log's charts below, which do not depend on them;
+    each run reads the summary afresh, so a checkpoint replaced between two draws is noticed."""
+    entry = ui.current_entry(source, path)
+    if entry is None or entry.summary is None:
+        st.info(f"{literal(path)}: no readable buffer there now; pick another in the menu above.")
         return
+    summary = entry.summary
     st.caption(f"`{entry.path}` ({summary.kind}).")
     ding_figures(summary)
     if not has_replay_items(summary):
@@ -268,11 +276,12 @@ def checkpoint_part(entry: BufferEntry) -> None:
     try:
         items = ui.replay_items_of(entry.path)
     except READ_ERRORS as err:
-        st.error(f"{entry.path}: cannot read its replay figures: {err}")
+        st.error(f"{literal(entry.path)}: cannot read its replay figures: {literal(err)}")
         return
     sampler_figures(summary, items)
     if len(items) == 0:
-        st.info(f"{entry.path}: the buffer holds no items; there is nothing to show or draw.")
+        st.info(f"{literal(entry.path)}: the buffer holds no items; there is nothing to show "
+                "or draw.")
         return
     drawn = None
     seq = None
@@ -390,7 +399,7 @@ chosen = ui.choose_buffer(
     "(`NaiveReplayBuffer`, `AdvancedReplayBuffer`, `EpisodeReplayBuffer`)",
 )
 if chosen is not None:
-    checkpoint_part(chosen)
+    checkpoint_part(source, chosen.path)
 
 st.header("From the log")
 if log is not None:

@@ -3,6 +3,7 @@ frequencies against the sampler's promise, and export the draw."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from app.sampling_lab import (
     prepared,
     snippet,
 )
+from app.sources import Source
+from app.text import literal
 
 RESULT = "lab_frequencies"
 SEED_KEY = "lab_seed"
@@ -179,11 +182,11 @@ def check_pin(path: str, current: str | None) -> None:
     pins: dict[str, str | None] = st.session_state.setdefault(PINS, {})
     linked = st.query_params.get(PIN_KEY)
     if path in pins and pins[path] != current:
-        st.warning(f"{path} now holds another checkpoint than your last draw (manifest "
+        st.warning(f"{literal(path)} now holds another checkpoint than your last draw (manifest "
                    f"{pins[path]} -> {current}): this batch and the snippet below come from the "
                    "new one; a snippet copied before refuses to run.")
     elif not pins and linked and linked != current:
-        st.warning(f"This link was made on another checkpoint at {path} (manifest "
+        st.warning(f"This link was made on another checkpoint at {literal(path)} (manifest "
                    f"{linked[:16]}); the path now holds {current}, so this batch differs from "
                    "the one shared.")
     pins[path] = current
@@ -193,22 +196,17 @@ def check_pin(path: str, current: str | None) -> None:
         st.query_params[PIN_KEY] = current
 
 
-source = ui.choose_source()
-data = ui.source_data(source) if source is not None else None
-if data is not None and ui.is_rlinf(data):
-    rlinf_lab(data)
-    st.stop()
-st.caption(
-    "Draws real batches with the buffer's own sampler (a seeded generator; the buffer's stream "
-    "is untouched). The seed, sizes and weighting are in the URL, and Resample moves the seed "
-    "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
-)
-entry = ui.choose_buffer(data, kinds=SAMPLING_KINDS) if data is not None else None
-
-if data is not None and entry is not None and entry.summary is not None:
+@st.fragment
+def lab(source: Source, path: Path) -> None:
+    """The draw from the buffer at ``path``: widgets, batch, charts, frequencies and export.
+    A fragment: Resample, Draw and the draw's widgets rerun this part alone (the page above
+    does not depend on them); each run reads the buffer's summary afresh, so a checkpoint
+    replaced between two draws is noticed."""
+    entry = ui.current_entry(source, path)
+    if entry is None or entry.summary is None:
+        st.info(f"{literal(path)}: no readable buffer there now; pick another in the menu above.")
+        return
     summary = entry.summary
-    st.caption(f"Sampling from `{entry.path}` ({summary.kind}, {summary.length:,} rows).")
-    ui.show_moments(data, None)
     request = controls(summary.kind, summary.sampler)
     priorities = ui.session_priorities(entry.path) if summary.kind == EXPERT else None
     if priorities is not None:
@@ -220,18 +218,18 @@ if data is not None and entry is not None and entry.summary is not None:
         )
         priorities = priorities if use else None
     if summary.length == 0:
-        st.info(f"{entry.path}: the buffer is empty; there is nothing to sample.")
-        st.stop()
+        st.info(f"{literal(entry.path)}: the buffer is empty; there is nothing to sample.")
+        return
     try:
         loaded = ui.index_buffer(entry.path)
     except READ_ERRORS as err:
-        st.error(f"{entry.path}: the buffer cannot be loaded: {err}")
-        st.stop()
+        st.error(f"{literal(entry.path)}: the buffer cannot be loaded: {literal(err)}")
+        return
     try:
         buffer = prepared(loaded, request, priorities)
     except ValueError as err:
-        st.error(f"{entry.path}: {err}")
-        st.stop()
+        st.error(f"{literal(entry.path)}: {literal(err)}")
+        return
     signature = repr((str(entry.path), request, priorities is not None))
     check_pin(str(entry.path), pin(summary.digest or summary.file_stamp))
     buttons = st.columns([1, 2, 2, 3], vertical_alignment="bottom")
@@ -247,8 +245,8 @@ if data is not None and entry is not None and entry.summary is not None:
     try:
         index = draw_index(buffer, request, seed)
     except ValueError as err:
-        st.error(f"{entry.path}: cannot sample: {err}")
-        st.stop()
+        st.error(f"{literal(entry.path)}: cannot sample: {literal(err)}")
+        return
     columns = batch_columns(buffer, request, index)
     windows = ("" if request.seq_length is None else
                f" ({len(columns['row']) // request.seq_length:,} windows of "
@@ -288,7 +286,7 @@ if data is not None and entry is not None and entry.summary is not None:
                 drawn = draw_many(buffer, request, seed, repeats)
                 st.session_state[RESULT] = (signature, seed, frequencies(buffer, request, drawn))
             except ValueError as err:
-                st.error(f"{entry.path}: cannot sample: {err}")
+                st.error(f"{literal(entry.path)}: cannot sample: {literal(err)}")
     stored = st.session_state.get(RESULT)
     if stored is None or stored[0] != signature:
         st.info(f"Press **Draw {repeats:,} batches** to compare how often each "
@@ -340,3 +338,21 @@ if data is not None and entry is not None and entry.summary is not None:
     st.code(snippet(str(entry.path), request, seed, saved_weighting=saved_weighting,
                     priorities=priorities, digest=summary.digest,
                     file_stamp=summary.file_stamp), language="python")
+
+
+source = ui.choose_source()
+data = ui.source_data(source) if source is not None else None
+if data is not None and ui.is_rlinf(data):
+    rlinf_lab(data)
+    st.stop()
+st.caption(
+    "Draws real batches with the buffer's own sampler (a seeded generator; the buffer's stream "
+    "is untouched). The seed, sizes and weighting are in the URL, and Resample moves the seed "
+    "on: a shared link shows the same batch, and says so when its checkpoint was replaced."
+)
+entry = ui.choose_buffer(data, kinds=SAMPLING_KINDS) if data is not None else None
+if source is not None and data is not None and entry is not None and entry.summary is not None:
+    st.caption(f"Sampling from `{entry.path}` ({entry.summary.kind}, "
+               f"{entry.summary.length:,} rows).")
+    ui.show_moments(data, None)
+    lab(source, entry.path)

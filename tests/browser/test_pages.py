@@ -5,14 +5,16 @@ title; Resample and a slider work; a full-page screenshot of each page is saved 
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import torch
 
-from bufcore import Trajectory, TrajectoryReplayBuffer
+from bufcore import Trajectory, TrajectoryReplayBuffer, load_buffer
 from tests.browser.conftest import SCREENSHOTS, serve
 from tests.replay_support import REPLAY_BUFFERS, write_replay_run
 
@@ -304,6 +306,62 @@ def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
         context.close()
 
 
+def test_resample_in_the_sampling_lab_reruns_only_the_draw(
+    browser: Any, dashboard_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        frames: list[bytes] = []
+        listening = [False]
+        tab.on("websocket", lambda socket: socket.on(
+            "framereceived", lambda payload: frames.append(payload) if listening[0] else None))
+        tab.goto(dashboard_url + "sampling_lab?buffer=train&lab_seed=7")
+        settle(tab)
+        listening[0] = True
+        tab.get_by_role("button", name="Resample").click()
+        tab.wait_for_url(re.compile(r"lab_seed=8"))
+        settle(tab)
+        sent = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)
+        assert "Seed 8:" in tab.inner_text("body")
+        assert b"Seed 8:" in sent
+        # The page's introduction, above the draw, is not sent again: only the draw reran.
+        assert b"Draws real batches" not in sent
+        assert tab.locator(EXCEPTION).count() == 0
+    finally:
+        context.close()
+
+
+def test_a_checkpoint_replaced_between_two_resamples_in_the_lab_warns(
+    browser: Any, browser_run: Path, tmp_path: Path
+) -> None:
+    # The draw is a fragment: its rerun must read the checkpoint's summary afresh.
+    run = tmp_path / "demo"
+    shutil.copytree(browser_run, run)
+    with serve(run) as url:
+        context = browser.new_context(viewport={"width": 1400, "height": 1800})
+        try:
+            tab = context.new_page()
+            tab.set_default_timeout(30_000)
+            tab.goto(url + "sampling_lab?buffer=expert&lab_seed=7")
+            settle(tab)
+            warnings = tab.locator('[data-testid="stAlertContentWarning"]')
+            assert warnings.count() == 0
+            path = run / "checkpoint/buffers/expert"
+            buffer = load_buffer(path)
+            count = len(buffer.priorities)
+            buffer.update_priorities(torch.linspace(1.0, 2.0, count), torch.arange(count))
+            buffer.save(path)
+            tab.get_by_role("button", name="Resample").click()
+            tab.wait_for_url(re.compile(r"lab_seed=8"))
+            settle(tab)
+            assert "now holds another checkpoint" in warnings.first.inner_text()
+            assert tab.locator(EXCEPTION).count() == 0
+        finally:
+            context.close()
+
+
 @pytest.fixture(scope="module")
 def replay_url(chromium_path: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The dashboard on a run with replay records and a checkpoint of each replay kind."""
@@ -363,6 +421,36 @@ def test_resample_on_the_replay_page_puts_the_next_seed_in_the_link(
         assert tab.locator(EXCEPTION).count() == 0
         assert "Seed 3:" in tab.inner_text("body")
         screenshot(tab, "replay-windows-resampled")
+    finally:
+        context.close()
+
+
+def test_resample_on_the_replay_page_reruns_the_checkpoint_part_but_not_the_log_charts(
+    browser: Any, replay_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        frames: list[bytes] = []
+        listening = [False]
+        tab.on("websocket", lambda socket: socket.on(
+            "framereceived", lambda payload: frames.append(payload) if listening[0] else None))
+        tab.goto(replay_url + "replay?buffer=windows&rp_seed=2")
+        listening[0] = True
+        settle(tab)
+        first = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)
+        assert b"Priority quantiles" in first  # the log's chart, sent on the first run
+        frames.clear()
+        tab.get_by_role("button", name="Resample").click()
+        tab.wait_for_url(re.compile(r"rp_seed=3"))
+        settle(tab)
+        sent = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)
+        assert b"Seed 3:" in sent
+        assert b"Priority distribution" in sent  # the checkpoint's charts, redrawn
+        assert b"Priority quantiles" not in sent  # the log's, left as they were
+        assert charts_drawn(tab, REPLAY_CHARTS["windows"] + 6) == REPLAY_CHARTS["windows"] + 6
+        assert tab.locator(EXCEPTION).count() == 0
     finally:
         context.close()
 

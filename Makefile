@@ -55,12 +55,15 @@ lint: $(VENV)/.test-$(KEY)
 
 # pytest exits 5 when it collected no test; make treats that as the failure it is. The browser
 # tests drive Debian's chromium: installed here when missing and running as root (elsewhere
-# they skip, saying how to install it).
+# they skip, saying how to install it). Two pytest-xdist workers: the suite is mostly
+# single-threaded Python and waiting on child processes, so two halve it on a 2-core CI machine
+# (TEST_WORKERS=0 runs it in one process).
+TEST_WORKERS ?= 2
 test: lint
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ]; then \
 	  apt-get update -qq && apt-get install -y -qq chromium; \
 	fi
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 # torchrl's wheel may hold a C++ extension built for another torch (0.14.1's does not load with
 # torch 2.13); bench/torchrl_ext.py builds torchrl's shipped sources for this one, once. If that

@@ -150,7 +150,8 @@ def test_nonfinite_paths_escape_tilde_and_slash_as_json_pointers(logger: RunLogg
 
 
 class Unsupported:
-    pass
+    def __repr__(self) -> str:
+        return "Unsupported()"  # a stable test id (the default names a memory address)
 
 
 def self_containing() -> dict[str, Any]:

@@ -306,6 +306,15 @@ def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
         context.close()
 
 
+def received_frames(tab: Any) -> list[bytes]:
+    """The websocket frames ``tab`` receives from now on, appended as they come (clear the
+    list to start afresh): what the server sent for a rerun."""
+    frames: list[bytes] = []
+    tab.on("websocket", lambda socket: socket.on("framereceived", lambda payload: frames.append(
+        payload if isinstance(payload, bytes) else payload.encode())))
+    return frames
+
+
 def test_resample_in_the_sampling_lab_reruns_only_the_draw(
     browser: Any, dashboard_url: str
 ) -> None:
@@ -313,17 +322,14 @@ def test_resample_in_the_sampling_lab_reruns_only_the_draw(
     try:
         tab = context.new_page()
         tab.set_default_timeout(30_000)
-        frames: list[bytes] = []
-        listening = [False]
-        tab.on("websocket", lambda socket: socket.on(
-            "framereceived", lambda payload: frames.append(payload) if listening[0] else None))
+        frames = received_frames(tab)
         tab.goto(dashboard_url + "sampling_lab?buffer=train&lab_seed=7")
         settle(tab)
-        listening[0] = True
+        frames.clear()
         tab.get_by_role("button", name="Resample").click()
         tab.wait_for_url(re.compile(r"lab_seed=8"))
         settle(tab)
-        sent = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)
+        sent = b"".join(frames)
         assert "Seed 8:" in tab.inner_text("body")
         assert b"Seed 8:" in sent
         # The page's introduction, above the draw, is not sent again: only the draw reran.
@@ -432,20 +438,16 @@ def test_resample_on_the_replay_page_reruns_the_checkpoint_part_but_not_the_log_
     try:
         tab = context.new_page()
         tab.set_default_timeout(30_000)
-        frames: list[bytes] = []
-        listening = [False]
-        tab.on("websocket", lambda socket: socket.on(
-            "framereceived", lambda payload: frames.append(payload) if listening[0] else None))
+        frames = received_frames(tab)
         tab.goto(replay_url + "replay?buffer=windows&rp_seed=2")
-        listening[0] = True
         settle(tab)
-        first = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)
+        first = b"".join(frames)
         assert b"Priority quantiles" in first  # the log's chart, sent on the first run
         frames.clear()
         tab.get_by_role("button", name="Resample").click()
         tab.wait_for_url(re.compile(r"rp_seed=3"))
         settle(tab)
-        sent = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)
+        sent = b"".join(frames)
         assert b"Seed 3:" in sent
         assert b"Priority distribution" in sent  # the checkpoint's charts, redrawn
         assert b"Priority quantiles" not in sent  # the log's, left as they were

@@ -164,7 +164,7 @@ def choose_source() -> Source | None:
         # In the main area too: the page must not go on showing the run picked before. The
         # list's picker is still drawn below, so its choice stays in the URL.
         st.sidebar.error(refusal)
-        st.error(f"Not opened: {literal(refusal)}")
+        st.error(f"Not opened: {refusal}")
         st.info("Clear **Open a path** in the sidebar to pick a run from the list again.")
     if not sources:
         if not typed:
@@ -188,17 +188,18 @@ def choose_source() -> Source | None:
 
 
 def _open_typed(typed: str, config: DashboardConfig) -> tuple[Source | None, str]:
-    """The typed path as a source, or None and why it is refused."""
+    """The typed path as a source, or None and why it is refused (escaped for Markdown: it
+    names what was typed)."""
     try:
         path = resolve_under_roots(typed, config.roots)
     except (OutsideRootsError, ValueError) as err:
-        return None, str(err)
+        return None, literal(err)
     try:
         kind = source_kind(path)
     except OSError as err:  # e.g. a name too long for the file system
-        return None, f"{path!s:.300}: cannot be opened ({err.strerror})"
+        return None, literal(f"{path!s:.300}: cannot be opened ({err.strerror})")
     if kind is None:
-        return None, (
+        return None, literal(
             f"{path}: not a run directory, run checkpoint, buffer checkpoint, BFM-Zero work "
             "directory or RLinf buffer directory"
         )
@@ -210,7 +211,7 @@ def source_data(source: Source) -> SourceData | None:
     try:
         return load_source(source.path)
     except READ_ERRORS as err:
-        st.error(str(err))
+        st.error(literal(err))
         return None
 
 

@@ -137,6 +137,7 @@ st.download_button(
     partial(traces_csv, shown, axis=axis),
     file_name=f"metrics-{source.label.replace('/', '_')}.csv",
     mime="text/csv",
+    on_click="ignore",  # a download changes nothing on the page: no rerun, no redraw
     help=f"One row per drawn point: run, metric, curve (raw or smoothed), "
     f"{X_COLUMNS[axis]}, value; after the min/max reduction, exactly what the charts show.",
 )

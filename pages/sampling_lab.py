@@ -121,7 +121,8 @@ def rlinf_lab(data: SourceData) -> None:
 
     st.subheader("Export")
     st.download_button("Download the batch (CSV)", batch_csv(columns),
-                       file_name=f"{data.path.name}-seed{seed}.csv", mime="text/csv")
+                       file_name=f"{data.path.name}-seed{seed}.csv", mime="text/csv",
+                       on_click="ignore")  # a download changes nothing: no rerun
     st.caption("Reproduce this draw with bufcore's TrajectoryReplayBuffer (it reads the "
                "window's files into memory and writes nothing into the directory):")
     st.code(rlinf_view.snippet(str(data.path), window=window, count=count, seed=seed,
@@ -331,7 +332,7 @@ def lab(source: Source, path: Path) -> None:
                        else getattr(loaded, "weighting", None))
     st.download_button(
         "Download the batch (CSV)", batch_csv(columns), file_name=f"{entry.name}-seed{seed}.csv",
-        mime="text/csv",
+        mime="text/csv", on_click="ignore",  # a download changes nothing: no rerun
     )
     st.caption("Reproduce this batch from the checkpoint with bufcore (the snippet checks that "
                "the path still holds the checkpoint drawn from):")

@@ -51,6 +51,11 @@ def test_the_demo_run_shows_its_losses_and_reward_by_default(
     assert [b.label for b in at.get("download_button")] == ["Download the shown points (CSV)"]
 
 
+def test_downloading_the_csv_does_not_rerun_the_page(dashboard: Dashboard, demo_run: Path) -> None:
+    (button,) = dashboard("metrics", demo_run).get("download_button")
+    assert button.proto.ignore_rerun  # on_click="ignore": the charts are not drawn again
+
+
 def test_every_logged_scalar_can_be_picked(dashboard: Dashboard, demo_run: Path) -> None:
     options = dashboard("metrics", demo_run).multiselect(key="m_metrics").options
     for name in ("eval/mean_emd", "buffer/train/len", "train/td/ema_mean", "run/options/steps"):

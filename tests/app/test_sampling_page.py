@@ -192,3 +192,9 @@ def test_a_checkpoint_replaced_between_draws_warns(dashboard: Dashboard, run_cop
     _button(at, "Resample").click().run()  # type: ignore[attr-defined]
     assert not at.exception
     assert any("now holds another checkpoint" in w.value for w in at.warning)
+
+
+def test_downloading_the_batch_does_not_rerun_the_lab(dashboard: Dashboard, demo_run: Path) -> None:
+    (button,) = dashboard("sampling_lab", demo_run, query={"buffer": "expert"}).get(
+        "download_button")
+    assert button.proto.ignore_rerun  # on_click="ignore": no new draw, no redraw

@@ -1,13 +1,13 @@
 """``python -m app [RUN_DIR ...] [--port N] [--root DIR ...]``: start the dashboard.
 
 Runs ``streamlit run app/main.py`` bound to 127.0.0.1 (a dashboard is not a public server),
-headless, with usage statistics off, and hands it the run directories and roots through the
-environment variables :class:`app.sources.DashboardConfig` reads. It prints the URL first.
-Bad input (a missing directory, a port in use or out of range) is one line on stderr and exit
-status 1. SIGINT (Ctrl-C) and SIGTERM (``kill``) stop Streamlit and then this process, with
-one line and exit status 128 + the signal (130, 143), however it was started: from a
-terminal, in a script's background (which starts it with SIGINT ignored), or by a supervisor
-that signals this process alone.
+headless, with usage statistics and source watching off, and hands it the run directories and
+roots through the environment variables :class:`app.sources.DashboardConfig` reads. It prints
+the URL first. Bad input (a missing directory, a port in use or out of range) is one line on
+stderr and exit status 1. SIGINT (Ctrl-C) and SIGTERM (``kill``) stop Streamlit and then this
+process, with one line and exit status 128 + the signal (130, 143), however it was started:
+from a terminal, in a script's background (which starts it with SIGINT ignored), or by a
+supervisor that signals this process alone.
 """
 
 from __future__ import annotations
@@ -54,7 +54,14 @@ class Launch:
 
 
 def streamlit_command(port: int, *, python: str = sys.executable, entry: Path = ENTRY) -> list[str]:
-    """The ``streamlit run`` command line for ``port``: local only, headless, no usage stats.
+    """The ``streamlit run`` command line for ``port``: local only, headless, no usage stats,
+    no source watching.
+
+    Streamlit otherwise watches the dashboard's sources for edits: it polls them, and after
+    every script run it walks every imported module's path (torch's thousands), five times the
+    CPU of the run itself; a fresh tab of TD-EMA spent 0.35 s of server CPU on it
+    (``bench.dashboard_browser``). A user does not edit the dashboard while reading runs; a
+    developer who does restarts it.
 
     Raises:
         LaunchError: ``port`` is not an int in 1..65535.
@@ -67,6 +74,7 @@ def streamlit_command(port: int, *, python: str = sys.executable, entry: Path = 
         "--server.headless", "true",
         "--browser.gatherUsageStats", "false",
         "--client.toolbarMode", "minimal",
+        "--server.fileWatcherType", "none",
     ]
 
 

@@ -24,6 +24,7 @@ from app.vega import (
     frame,
     horizontal_rule,
     hover_points,
+    hover_rows,
     layer,
     legend_columns,
     lines,
@@ -117,7 +118,8 @@ def td_figure(series: dict[str, Series]) -> Spec:
     layers = []
     if "batch mean" in names:
         layers.append(drawn(["batch mean"], []))
-    datasets = {"curves": long_frame(curves, x="step", y="value")}
+    data = long_frame(curves, x="step", y="value")
+    datasets = {"curves": data, "hover": hover_rows(data)}
     if band and std is not None:
         datasets["band"] = frame(step=mean.x, low=mean.y - std.y, high=mean.y + std.y)
         layers.append(layer(
@@ -125,7 +127,7 @@ def td_figure(series: dict[str, Series]) -> Spec:
             encoding={"x": step, "y": {**value, "field": "low"}, "y2": {"field": "high"},
                       "color": colours(names, palette, datum=band_name)}))
     layers.append(drawn(["EMA mean"], [zoom("x", "y")]))
-    layers.append(hover_points("curves", x=step, y=value, fields=[
+    layers.append(hover_points("hover", x=step, y=value, fields=[
         ("label", "curve", None), ("step", "step", ",d"), ("value", "TD error", ".4~g")]))
     return legend_columns(note_as_data(chart(layers, title="TD error: running EMA vs each batch",
                                              note=_note(notes), datasets=datasets)), 3)

@@ -14,6 +14,7 @@ from app.vega import (
     Spec,
     chart,
     hover_points,
+    hover_rows,
     legend_columns,
     lines,
     log_position,
@@ -47,8 +48,9 @@ def metric_figure(
     """``metric`` over ``axis`` for every run: with smoothing the raw curve is drawn faint in
     the run's colour behind the smoothed one. The note gives the point counts (``n -> m
     points`` for a reduced curve) and the points a log axis cannot draw (``hidden``). The
-    chart's one dataset, ``curves``, holds exactly the points of ``traces`` (the CSV
-    download's rows, :func:`app.metrics_view.traces_csv`), in their order.
+    chart's dataset ``curves`` holds exactly the points of ``traces`` (the CSV download's
+    rows, :func:`app.metrics_view.traces_csv`), in their order; ``hover``, the ones that carry
+    tooltips (:func:`app.vega.hover_rows`).
 
     Args:
         traces: The traces of this metric (:func:`app.metrics_view.metric_traces`).
@@ -91,12 +93,13 @@ def metric_figure(
 
     layers = [drawn(faint, [])] if faint else []
     layers.append(drawn([n for n in names if n not in faint], [zoom("x", "y")]))
-    layers.append(hover_points("curves", x=x, y=y, fields=[("label", "curve", None), x_tip,
+    layers.append(hover_points("hover", x=x, y=y, fields=[("label", "curve", None), x_tip,
                                                            ("y", metric, ".4~g")]))
     if x["type"] == "temporal":
         layers[-1]["encoding"]["tooltip"][1].update(type="temporal", formatType="utc")
+    data = long_frame(curves, x="x", y="y")
     spec = chart(layers, title=metric, note=_note(traces, several=several, hidden=hidden),
-                 datasets={"curves": long_frame(curves, x="x", y="y")})
+                 datasets={"curves": data, "hover": hover_rows(data)})
     # Two entries side by side fit half the page only while they are short.
     return legend_columns(spec, 2 if max(map(len, names)) <= LEGEND_SIDE_BY_SIDE else 1)
 

@@ -17,6 +17,7 @@ from app.vega import (
     colours,
     frame,
     hover_points,
+    hover_rows,
     layer,
     legend_columns,
     lines,
@@ -51,7 +52,8 @@ def _curve_layers(
     curves: list[_Curve], *, y: Spec, y_format: str, rules: list[tuple[str, str]],
 ) -> tuple[list[Spec], tuple[list[str], list[str]], dict[str, pd.DataFrame]]:
     """The layers of ``curves`` over training steps, ``y`` their values: those ``behind``
-    first, the rest over them (wheel zoom on both axes), then tooltip points. ``rules`` are
+    first, the rest over them (wheel zoom on both axes), then tooltip points
+    (:func:`app.vega.hover_rows` of them, dataset ``hover``). ``rules`` are
     ``(label, colour)`` of lines the caller draws, listed in the same legend.
 
     Returns:
@@ -70,11 +72,11 @@ def _curve_layers(
     back = [c.name for c in curves if c.behind]
     layers = [drawn(back, [])] if back else []
     layers.append(drawn([c.name for c in curves if not c.behind], [zoom("x", "y")]))
-    layers.append(hover_points("curves", x=step, y=y, fields=[
+    layers.append(hover_points("hover", x=step, y=y, fields=[
         ("label", "curve", None), ("step", "step", ",d"),
         (y["field"], y["axis"]["title"], y_format)]))
     data = long_frame([(c.name, c.x, c.y) for c in curves], x="step", y=y["field"])
-    return layers, (names, palette), {"curves": data}
+    return layers, (names, palette), {"curves": data, "hover": hover_rows(data)}
 
 
 def _warmup_shade(first: float, warmup_step: float) -> Spec:

@@ -22,6 +22,7 @@ from app.vega import (
     colours,
     frame,
     hover_points,
+    hover_rows,
     layer,
     position,
     tooltip,
@@ -188,7 +189,7 @@ def samplable_figure(curves: dict[str, SamplableCurve], *, seq_length: int) -> S
                   "strokeDash": {"field": "label", "type": "nominal",
                                  "scale": {"domain": legend[0], "range": [*dashes, DASHED]},
                                  "legend": {"title": ""}}})
-    points = hover_points("curves", x=x, y=y, fields=[
+    points = hover_points("hover", x=x, y=y, fields=[
         ("label", "curve", None), ("seq_length", "seq_length", ",d"),
         ("fraction", "samplable", ".1%")])
     data = (pd.concat(parts, ignore_index=True) if parts else
@@ -197,5 +198,5 @@ def samplable_figure(curves: dict[str, SamplableCurve], *, seq_length: int) -> S
         [lines, points, vertical_rule(seq_length, colour=NEED, label=rule, legend=legend)],
         title="What a window length can still sample",
         note="solid: trajectories long enough; dotted: rows a window can return",
-        datasets={"curves": data},
+        datasets={"curves": data, "hover": hover_rows(data)},
     )

@@ -21,14 +21,25 @@ import pandas as pd
 
 Spec = dict[str, Any]
 
-# The look every chart shares; the legend sits under the plot as Plotly's did.
+# The look every chart shares; the legend sits under the plot as Plotly's did. No ARIA
+# attributes per mark: Vega-Lite would build a description string for every drawn point (a
+# formatted expression per datum, which Streamlit's CSP-safe interpreter evaluates slowly);
+# Streamlit itself turns them off only past 5,000 points.
 CONFIG: Spec = {
     "legend": {"orient": "bottom", "direction": "horizontal", "labelLimit": 400,
                "symbolLimit": 20, "columns": 4},
     "title": {"anchor": "start", "subtitleFontSize": 11, "subtitlePadding": 4},
+    "aria": False,
 }
+# Streamlit draws a chart of fewer than 2,000 points as SVG, a DOM node per point; canvas draws
+# the same marks without them. With both, TD-EMA's first render spends about 0.45 s less in
+# the browser (bench.dashboard_browser's page rows; CPU profile of a fresh tab).
+EMBED_OPTIONS: Spec = {"renderer": "canvas"}
 # A tooltip-only point is this large (square pixels, ~10 px across): easy to hit, never seen.
 HOVER_SIZE = 300
+# Tooltip points per curve at most (:func:`hover_rows`): one every ~4 px of a half-page chart,
+# closer than a point's width, so the whole curve answers a hover.
+HOVER_POINTS = 150
 
 
 def chart(
@@ -57,7 +68,8 @@ def chart(
     heading: Spec = {"text": title}
     if note:
         heading["subtitle"] = note
-    spec: Spec = {"title": heading, "height": height, "layer": list(layers), "config": CONFIG}
+    spec: Spec = {"title": heading, "height": height, "layer": list(layers), "config": CONFIG,
+                  "usermeta": {"embedOptions": EMBED_OPTIONS}}
     if width is not None:
         spec["width"] = width
     if named:
@@ -212,6 +224,34 @@ def hover_points(data: str, *, x: Spec, y: Spec, fields: Sequence[tuple[str, str
         {"type": "point", "opacity": 0, "size": HOVER_SIZE, "filled": True},
         data=data, transform=transform, encoding={"x": x, "y": y, "tooltip": tooltip(*fields)},
     )
+
+
+def hover_rows(data: pd.DataFrame, *, field: str = "label",
+               most: int = HOVER_POINTS) -> pd.DataFrame:
+    """The rows of a :func:`long_frame` that carry tooltips (:func:`hover_points`): per curve
+    (the rows sharing ``field``), at most ``most`` evenly spaced rows, its first and last
+    among them, in their order.
+
+    An invisible point costs the browser as much as a drawn one, and a chart's first render
+    grows with its points (``bench.dashboard_browser``): a tooltip point per logged step
+    doubled what a long curve cost to draw. The lines keep every point.
+
+    Raises:
+        ValueError: ``most < 2``, or ``data`` has no column ``field``.
+    """
+    if most < 2:
+        raise ValueError(f"most: expected >= 2, got {most}")
+    if field not in data.columns:
+        raise ValueError(f"field: expected a column of data {list(data.columns)}, got {field!r}")
+    codes, _ = pd.factorize(data[field], use_na_sentinel=False)
+    kept = []
+    for code in range(int(codes.max()) + 1 if len(codes) else 0):
+        rows = np.flatnonzero(codes == code)
+        if len(rows) > most:
+            rows = rows[np.unique(np.linspace(0, len(rows) - 1, most).round().astype(np.int64))]
+        kept.append(rows)
+    order = np.sort(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64)
+    return data.iloc[order].reset_index(drop=True)
 
 
 def group(*layers: Spec) -> Spec:

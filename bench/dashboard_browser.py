@@ -32,7 +32,6 @@ import re
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -71,14 +70,15 @@ def dashboard(run: Path) -> Iterator[str]:
 
 @contextmanager
 def served(script: Path, env: dict[str, str]) -> Iterator[str]:
-    """``streamlit run script`` on a free local port, yielding its URL once it answers."""
+    """``streamlit run script`` on a free local port, with the flags ``python -m app`` starts
+    the dashboard with, yielding its URL once it answers."""
+    from app.__main__ import streamlit_command
+
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(script),
-         "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        streamlit_command(port, entry=script),
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/"

@@ -39,6 +39,12 @@ def test_the_command_runs_the_entry_script_local_headless_without_usage_stats() 
     assert option(command, "--client.toolbarMode") == "minimal"
 
 
+def test_the_command_turns_source_watching_off() -> None:
+    # Watching costs the server five times a page's script run, per run.
+    command = launcher.streamlit_command(8600, python="py")
+    assert option(command, "--server.fileWatcherType") == "none"
+
+
 @pytest.mark.parametrize("port", [0, -1, 65536, True, "8501"])
 def test_a_port_out_of_range_is_refused_naming_the_option(port: object) -> None:
     with pytest.raises(launcher.LaunchError, match="--port"):

@@ -152,5 +152,5 @@ def test_the_charts_reach_the_browser_with_their_points_as_arrow(
 ) -> None:
     at = dashboard("metrics", demo_run)
     charts = at.get("vega_lite_chart")
-    assert [[d.name for d in chart.proto.datasets] for chart in charts] == [["curves"]] * 3
+    assert [[d.name for d in chart.proto.datasets] for chart in charts] == [["curves", "hover"]] * 3
     assert all("datasets" not in json.loads(chart.proto.spec) for chart in charts)

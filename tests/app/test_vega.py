@@ -18,6 +18,7 @@ from app.vega import (
     frame,
     horizontal_rule,
     hover_points,
+    hover_rows,
     layer,
     legend_columns,
     lines,
@@ -251,6 +252,46 @@ def test_a_long_frame_holds_every_curves_points_in_order(lengths: tuple[int, int
 
 def test_a_long_frame_of_no_curves_is_empty() -> None:
     assert len(long_frame([], x="x", y="y")) == 0
+
+
+def test_a_chart_is_drawn_on_a_canvas_without_a_description_per_mark() -> None:
+    spec = chart([_bars()], title="T", datasets={"d": frame(x=[1])})
+    assert spec["usermeta"]["embedOptions"]["renderer"] == "canvas"
+    assert spec["config"]["aria"] is False
+
+
+@pytest.mark.parametrize("lengths", [(1, 2), (2, 7), (7, 8), (3, 1000)])
+def test_hover_rows_keep_at_most_the_limit_per_curve_with_its_ends_in_order(
+    lengths: tuple[int, int]
+) -> None:
+    most = 7
+    curves = [(name, np.arange(n, dtype=np.float64) * 10, np.full(n, float(k)))
+              for k, (name, n) in enumerate(zip(("a", "b"), lengths, strict=True))]
+    kept = hover_rows(long_frame(curves, x="step", y="value"), most=most)
+    for (name, xs, _), n in zip(curves, lengths, strict=True):
+        steps = kept.loc[kept["label"] == name, "step"].tolist()
+        assert len(steps) == min(n, most)
+        assert steps[0] == xs[0] and steps[-1] == xs[-1]
+        assert steps == sorted(steps) and set(steps) <= set(xs)
+    assert kept["label"].tolist() == sorted(kept["label"].tolist())
+
+
+def test_hover_rows_spread_evenly_over_a_long_curve() -> None:
+    data = long_frame([("a", np.arange(101.0), np.zeros(101))], x="step", y="value")
+    assert hover_rows(data, most=5)["step"].tolist() == [0.0, 25.0, 50.0, 75.0, 100.0]
+
+
+def test_hover_rows_of_no_rows_are_empty() -> None:
+    assert len(hover_rows(long_frame([], x="x", y="y"))) == 0
+
+
+@pytest.mark.parametrize(("options", "message"), [({"most": 1}, "most"),
+                                                  ({"field": "curve"}, "field")])
+def test_hover_rows_refuse_a_limit_below_two_or_a_missing_field(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        hover_rows(long_frame([("a", np.arange(3.0), np.zeros(3))], x="x", y="y"), **options)
 
 
 def test_a_note_as_data_leaves_the_spec_the_same_whatever_the_note() -> None:

@@ -13,7 +13,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from app.__main__ import streamlit_command
 from app.sources import ROOTS_ENV, RUNS_ENV
 from bufcore.runs.demo import run_demo
 from tests.support import TINY_DEMO
@@ -64,19 +64,16 @@ def browser_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @contextmanager
 def serve(run: Path) -> Iterator[str]:
-    """``http://127.0.0.1:PORT/`` of ``streamlit run app/main.py`` started on ``run``, stopped
-    on exit; its output goes to ``test-artifacts/streamlit-<run name>.log``."""
+    """``http://127.0.0.1:PORT/`` of ``streamlit run app/main.py`` started on ``run`` with the
+    flags ``python -m app`` gives it, stopped on exit; its output goes to
+    ``test-artifacts/streamlit-<run name>.log``."""
     port = _free_port()
     env = {**os.environ, RUNS_ENV: str(run), ROOTS_ENV: "", "PYTHONPATH": str(REPO)}
     log = SCREENSHOTS.parent / f"streamlit-{run.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as output:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(REPO / "app" / "main.py"),
-             "--server.address", "127.0.0.1", "--server.port", str(port),
-             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-            env=env, cwd=REPO, stdout=output, stderr=subprocess.STDOUT,
-        )
+        server = subprocess.Popen(streamlit_command(port), env=env, cwd=REPO, stdout=output,
+                                  stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:

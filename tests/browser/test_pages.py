@@ -283,6 +283,17 @@ def test_compare_opens_on_the_run_against_its_latest_earlier_checkpoint(
     assert page.get_by_text("A and B are the same").count() == 0
 
 
+def shown_snippet(tab: Any) -> str:
+    """The Sampling lab's Python snippet, from the popover that holds it (opened, then
+    closed again with Escape)."""
+    tab.get_by_role("button", name="Reproduce this batch in Python").click()
+    code = tab.locator('[data-testid="stCode"]').first
+    code.wait_for(state="visible")
+    text = code.inner_text()
+    tab.keyboard.press("Escape")
+    return str(text)
+
+
 def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
     page: Any, browser: Any, dashboard_url: str
 ) -> None:
@@ -292,7 +303,7 @@ def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
     page.wait_for_url(re.compile(r"lab_seed=5"))
     settle(page)
     assert page.locator(EXCEPTION).count() == 0
-    code = page.locator('[data-testid="stCode"]').first.inner_text()
+    code = shown_snippet(page)
     assert "manual_seed(5)" in code
     # The copied link, in a fresh browser profile: the same seed, the same snippet.
     context = browser.new_context(viewport={"width": 1400, "height": 1800})
@@ -301,7 +312,7 @@ def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
         other.goto(page.url)
         settle(other)
         assert "Seed 5:" in other.inner_text("body")
-        assert other.locator('[data-testid="stCode"]').first.inner_text() == code
+        assert shown_snippet(other) == code
     finally:
         context.close()
 
@@ -524,6 +535,6 @@ def test_resample_on_an_rlinf_directory_puts_the_next_seed_in_the_link(
         tab.wait_for_url(re.compile(r"lab_seed=3"))
         settle(tab)
         assert tab.locator(EXCEPTION).count() == 0
-        assert "manual_seed(3)" in tab.locator('[data-testid="stCode"]').first.inner_text()
+        assert "manual_seed(3)" in shown_snippet(tab)
     finally:
         context.close()

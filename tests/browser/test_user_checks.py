@@ -24,7 +24,7 @@ from bufcore.runs.demo import run_demo
 from tests.app.test_moments import rerun_stopped_early
 from tests.app.test_overview_page import flip_a_row_byte, set_target
 from tests.browser.conftest import BFM_ZERO, serve
-from tests.browser.test_pages import EXCEPTION, VEGA_DRAWN, screenshot, settle
+from tests.browser.test_pages import EXCEPTION, VEGA_DRAWN, screenshot, settle, shown_snippet
 from tests.support import TINY_DEMO
 
 pytestmark = pytest.mark.slow
@@ -289,23 +289,20 @@ def test_fifo_names_the_end_flag_and_shows_the_fill_without_a_delta_arrow(
     assert page.locator('[data-testid="stMetricDelta"]').count() == 0
 
 
-def test_fifo_labels_the_newest_rows_left_of_the_cursor_and_the_oldest_right(
+def test_fifo_draws_the_episode_map_of_a_ring_that_wrapped_at_its_cursor(
     page: Any, private_url: str
 ) -> None:
+    # Charts draw on a canvas, so where the labels sit either side of the cursor is pinned on
+    # the spec (tests/app/test_ring_figures.py); this screenshot is for a person to look at.
     opened(page, private_url + "fifo?run=mid_ring&buffer=train")
     page.locator(CHART).nth(3).wait_for()
     page.wait_for_function(VEGA_DRAWN)
     assert metric(page, "Cursor (next write)").locator(
         '[data-testid="stMetricValue"]').inner_text() == "10"
-    ends = page.locator(CHART).filter(has_text="Episode ends")
+    ends = page.locator(CHART).nth(2)  # ring, slot age, episode ends, occupancy
     ends.scroll_into_view_if_needed()
     screenshot(page, "user-fifo-mid-ring")
-    rule = ends.locator("g.mark-rule line").first.bounding_box()
-    newest = ends.locator("text", has_text="newest rows").bounding_box()
-    oldest = ends.locator("text", has_text="oldest rows").bounding_box()
-    cursor_x = rule["x"] + rule["width"] / 2
-    assert newest["x"] + newest["width"] <= cursor_x + 1
-    assert oldest["x"] >= cursor_x - 1
+    assert ends.locator("canvas").count() == 1
 
 
 # ------------------------------------------------------------------------------ Curriculum
@@ -343,7 +340,7 @@ def test_apply_on_the_curriculum_page_turns_the_priorities_on_in_the_lab(
     toggle.wait_for()
     settle(page)
     assert toggle.is_checked()
-    assert "re-prioritized priorities" in page.locator('[data-testid="stCode"]').first.inner_text()
+    assert "re-prioritized priorities" in shown_snippet(page)
 
 
 # ------------------------------------------------------------------------ BFM-Zero, no log

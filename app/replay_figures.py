@@ -57,13 +57,14 @@ def log_histogram_figure(
     x: str,
     unit: str,
     expected_label: str = "share of draws the sampler promises",
-    seed: int | None = None,
 ) -> Spec:
     """Shares per log-scale bin: the held ``unit`` s (bars), the draws the sampler promises
-    (a dotted step line, where known) and the drawn batch (red bars over the others, labelled
-    with its ``seed``). The note counts what a log axis cannot show (values 0 or not finite)."""
+    (a dotted step line, where known) and the drawn batch (red bars over the others). The
+    note counts what a log axis cannot show (values 0 or not finite)."""
     held = f"held {unit}s"
-    drawn = "drawn batch" + ("" if seed is None else f" (seed {seed})")
+    # Not the seed (the page's caption gives it): a spec that stays the same across a
+    # Resample lets the browser swap the chart's data in place instead of drawing it anew.
+    drawn = "drawn batch"
     names, palette = [held], [HELD]
     if hist.drawn is not None:
         names, palette = [*names, drawn], [*palette, DRAWN]

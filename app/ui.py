@@ -10,7 +10,8 @@ return immutable summaries or fresh numpy arrays, never objects the page could m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -279,6 +280,20 @@ def show_problems(problems: Sequence[str], *, what: str) -> None:
                 st.text(problem)
             if len(problems) > 50:
                 st.text(f"... and {len(problems) - 50} more")
+
+
+@contextmanager
+def lazy_expander(label: str, *, key: str, expanded: bool = False) -> Iterator[bool]:
+    """An expander whose contents the page draws only while it is open: yields whether it is,
+    and elements made inside the ``with`` go into it.
+
+    Opening it reruns the page (or the fragment it is in), which then draws them. A table in a
+    closed plain expander still costs a fresh tab its grid: the Replay page's four cost 0.4 s
+    of its first render (``bench.dashboard_browser``). ``key`` holds the open state in the
+    session (``st.session_state[key]``), so a table stays open across a page's reruns.
+    """
+    with st.expander(label, expanded=expanded, key=key, on_change="rerun") as box:
+        yield bool(box.open)
 
 
 @st.cache_resource(show_spinner="Reading the buffer's index...", max_entries=16)

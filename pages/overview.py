@@ -154,20 +154,23 @@ if source is not None and data is not None:
             st.dataframe(pd.DataFrame(ranks), hide_index=True, width="stretch")
         for entry in data.buffers:
             if entry.summary is not None:
-                with st.expander(f"{entry.name}: stored leaves ({len(entry.summary.spec)})"):
-                    spec = spec_rows(entry.summary)
+                with ui.lazy_expander(f"{entry.name}: stored leaves ({len(entry.summary.spec)})",
+                                      key=f"ov_leaves_{entry.name}") as shown:
+                    spec = spec_rows(entry.summary) if shown else None
                     if spec:
                         st.dataframe(pd.DataFrame(spec), hide_index=True, width="stretch")
-                    else:
+                    elif shown:
                         st.write("Nothing written yet.")
     if log is not None:
         st.subheader("Latest metrics")
         st.caption(f"{len(log.records)} records in `{source.path / 'metrics.jsonl'}`")
         ui.show_problems(log.problems, what="log lines")
         for kind, record in latest_records(log).items():
-            with st.expander(f"{kind} at step {record['step']}", expanded=kind == "train"):
-                st.dataframe(
-                    pd.DataFrame(scalar_items(record), columns=["metric", "value"]),
-                    hide_index=True,
-                    width="stretch",
-                )
+            with ui.lazy_expander(f"{kind} at step {record['step']}", key=f"ov_latest_{kind}",
+                                  expanded=kind == "train") as shown:
+                if shown:
+                    st.dataframe(
+                        pd.DataFrame(scalar_items(record), columns=["metric", "value"]),
+                        hide_index=True,
+                        width="stretch",
+                    )

@@ -153,7 +153,7 @@ def sampler_figures(summary: CheckpointSummary, items: ReplayItems) -> None:
 
 
 def priority_charts(items: ReplayItems, drawn: Drawn | None, entry: BufferEntry,
-                    seq: int | None, seed: int) -> None:
+                    seq: int | None) -> None:
     """Priorities and importance weights, with the drawn batch marked."""
     st.subheader("Priorities and importance weights")
     unit = "row" if items.unit == "row" else "item"
@@ -162,7 +162,7 @@ def priority_charts(items: ReplayItems, drawn: Drawn | None, entry: BufferEntry,
         log_histogram(items.priority if items.priority is not None else np.zeros(0),
                       probability=items.probability,
                       drawn=None if drawn is None else drawn.priority),
-        title="Priority distribution", x="priority (log scale)", unit=unit, seed=seed,
+        title="Priority distribution", x="priority (log scale)", unit=unit,
     ), width="stretch")
     if items.windowed and seq is not None:
         try:
@@ -174,7 +174,7 @@ def priority_charts(items: ReplayItems, drawn: Drawn | None, entry: BufferEntry,
             log_histogram(shares.importance, probability=shares.probability,
                           drawn=None if drawn is None else drawn.importance[::seq]),
             title=f"Importance weights of windows of {seq} rows, at beta = {items.beta:.4g}",
-            x="importance weight (log scale)", unit="window", seed=seed,
+            x="importance weight (log scale)", unit="window",
         ), width="stretch")
         st.caption(
             "Left: every stored row's priority (a window weighs its rows' "
@@ -190,7 +190,7 @@ def priority_charts(items: ReplayItems, drawn: Drawn | None, entry: BufferEntry,
         log_histogram(items.importance, probability=items.probability,
                       drawn=None if drawn is None else drawn.importance),
         title=f"Importance weights at beta = {items.beta:.4g}",
-        x="importance weight (log scale)", unit=unit, seed=seed,
+        x="importance weight (log scale)", unit=unit,
     ), width="stretch")
     st.caption(
         f"Bars: the share of held {unit}s in each bin; dotted: the share of draws the sampler "
@@ -216,11 +216,12 @@ def dominance_section(shares: WindowShares, drawn: Drawn | None) -> None:
             np.bincount(drawn.trajectory, minlength=len(ranking.share)))
     st.vega_lite_chart(dominance_figure(ranking, hits, windows=0 if drawn is None else
                                      drawn.windows), width="stretch")
-    with st.expander(f"The {min(TABLE_TRAJECTORIES, len(ranking.order))} trajectories with "
-                     "the largest share", expanded=False):
-        st.dataframe(pd.DataFrame(trajectory_rows(shares, ranking, drawn,
-                                                  top=TABLE_TRAJECTORIES)),
-                     hide_index=True, width="stretch")
+    with ui.lazy_expander(f"The {min(TABLE_TRAJECTORIES, len(ranking.order))} trajectories "
+                          "with the largest share", key="rp_top_table") as shown:
+        if shown:
+            st.dataframe(pd.DataFrame(trajectory_rows(shares, ranking, drawn,
+                                                      top=TABLE_TRAJECTORIES)),
+                         hide_index=True, width="stretch")
 
 
 def use_staleness(items: ReplayItems, summary: CheckpointSummary) -> None:
@@ -297,18 +298,19 @@ def checkpoint_part(source: Source, path: Path) -> None:
                    "with `sample_index`, the rows `sample` would read")
             st.caption(f"Seed {request.seed}: {what} drawn {how}, from a copy (the checkpoint, "
                        "its use counts and its beta stay as saved). In red below.")
-        priority_charts(items, drawn, entry, seq, request.seed)
+        priority_charts(items, drawn, entry, seq)
     else:
         st.info(f"`{summary.kind}` draws uniformly: it has no priorities or importance weights "
                 "to show, and nothing for Resample to mark on them.")
     if summary.ding is not None:
         use_staleness(items, summary)
     if drawn is not None:
-        with st.expander("The drawn batch as a table", expanded=False):
-            st.dataframe(pd.DataFrame({"row" if items.unit == "row" else "slot": drawn.rows,
-                                       "priority": drawn.priority,
-                                       "importance weight": drawn.importance}),
-                         hide_index=True, width="stretch", height=300)
+        with ui.lazy_expander("The drawn batch as a table", key="rp_batch_table") as shown:
+            if shown:
+                st.dataframe(pd.DataFrame({"row" if items.unit == "row" else "slot": drawn.rows,
+                                           "priority": drawn.priority,
+                                           "importance weight": drawn.importance}),
+                             hide_index=True, width="stretch", height=300)
 
 
 def log_part(replay: dict[str, ReplaySeries], checkpoint_kind: str | None) -> None:
@@ -372,19 +374,21 @@ def log_part(replay: dict[str, ReplaySeries], checkpoint_kind: str | None) -> No
     for position, chart in enumerate(charts):
         columns[position % 2].vega_lite_chart(chart, width="stretch")
     if isinstance(top, list) and top and all(isinstance(row, dict) for row in top):
-        with st.expander(f"The {len(top)} most-drawn trajectories of the last interval "
-                         f"(step {last:,})", expanded=False):
-            st.caption("env: the env column; start: the env step of the trajectory's first "
-                       "row; windows and share: its windows among those drawn since the "
-                       "previous record.")
-            st.dataframe(pd.DataFrame(top), hide_index=True, width="stretch")
+        with ui.lazy_expander(f"The {len(top)} most-drawn trajectories of the last interval "
+                              f"(step {last:,})", key="rp_interval_table") as opened:
+            if opened:
+                st.caption("env: the env column; start: the env step of the trajectory's "
+                           "first row; windows and share: its windows among those drawn since "
+                           "the previous record.")
+                st.dataframe(pd.DataFrame(top), hide_index=True, width="stretch")
     if found.extra:
         st.caption("Also logged: " + ", ".join(f"`{key}`" for key in found.extra) + ".")
     if found.refusals:
-        with st.expander(f"Why pushes and samples were refused ({len(found.refusals):,} "
-                         "changes of `last_refusal`)", expanded=False):
-            st.dataframe(pd.DataFrame(found.refusals, columns=["step", "last refusal"]),
-                         hide_index=True, width="stretch")
+        with ui.lazy_expander(f"Why pushes and samples were refused ({len(found.refusals):,} "
+                              "changes of `last_refusal`)", key="rp_refusals") as opened:
+            if opened:
+                st.dataframe(pd.DataFrame(found.refusals, columns=["step", "last refusal"]),
+                             hide_index=True, width="stretch")
 
 
 def _number(value: object) -> float | None:

@@ -84,8 +84,9 @@ def rlinf_lab(data: SourceData) -> None:
     st.caption(f"Seed {seed}: {count:,} rows from "
                f"{len(np.unique(columns['trajectory_id'])):,} trajectories. Row r of a "
                "trajectory is step r // B of env r % B.")
-    with st.expander("The batch as a table", expanded=False):
-        st.dataframe(pd.DataFrame(columns), hide_index=True, width="stretch", height=300)
+    with ui.lazy_expander("The batch as a table", key="lab_rlinf_table") as shown:
+        if shown:
+            st.dataframe(pd.DataFrame(columns), hide_index=True, width="stretch", height=300)
 
     st.subheader("Frequencies over many draws")
     signature = repr((str(data.path), window, count, seed, repeats))
@@ -281,8 +282,9 @@ def lab(source: Source, path: Path) -> None:
             row_landing_figure(columns["row"], len(buffer), unit=unit, segments=segments),
             width="stretch",
         )
-    with st.expander("The batch as a table", expanded=False):
-        st.dataframe(pd.DataFrame(columns), hide_index=True, width="stretch", height=300)
+    with ui.lazy_expander("The batch as a table", key="lab_table") as shown:
+        if shown:
+            st.dataframe(pd.DataFrame(columns), hide_index=True, width="stretch", height=300)
 
     st.subheader("Frequencies over many draws")
     if draw_n:

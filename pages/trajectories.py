@@ -66,9 +66,11 @@ def rlinf_trajectories(data: SourceData) -> None:
     state = states(index, window=window, cache=cache)
     st.vega_lite_chart(samples_figure(index.ids, index.samples, state, window=window, cache=cache),
                     width="stretch")
-    with st.expander(f"The index: one row per trajectory ({total:,})"):
-        st.dataframe(pd.DataFrame(index_rows(index, window=window, cache=cache)),
-                     hide_index=True, width="stretch", height=300)
+    with ui.lazy_expander(f"The index: one row per trajectory ({total:,})",
+                          key="tr_index_table") as shown:
+        if shown:
+            st.dataframe(pd.DataFrame(index_rows(index, window=window, cache=cache)),
+                         hide_index=True, width="stretch", height=300)
 
     st.subheader("Episodes inside trajectories")
     if summary.trajectory_format != "pt":

@@ -79,15 +79,19 @@ Dashboard = Callable[..., AppTest]
 
 @pytest.fixture
 def dashboard(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dashboard]:
-    """``dashboard(page, *runs, roots=(), query=None)``: an AppTest of ``page``, already run."""
+    """``dashboard(page, *runs, roots=(), query=None, opened=())``: an AppTest of ``page``,
+    already run, with the lazy expanders keyed ``opened`` open."""
 
     def open_page(
-        page: str, *runs: Path, roots: tuple[Path, ...] = (), query: dict[str, str] | None = None
+        page: str, *runs: Path, roots: tuple[Path, ...] = (), query: dict[str, str] | None = None,
+        opened: tuple[str, ...] = (),
     ) -> AppTest:
         monkeypatch.setenv(RUNS_ENV, ":".join(map(str, runs)))
         monkeypatch.setenv(ROOTS_ENV, ":".join(map(str, roots)))
         at = AppTest.from_file(str(ENTRY), default_timeout=60)
         at.query_params.update(query or {})
+        for key in opened:  # ui.lazy_expander keys: drawn open, as after a click
+            at.session_state[key] = True
         at.run()
         if page != "overview":
             at.switch_page(PAGES[page]).run()

@@ -57,9 +57,8 @@ def marks(spec: dict[str, Any]) -> list[str]:
 def test_a_log_histogram_draws_held_and_drawn_bars_and_the_promised_share_on_a_log_axis() -> None:
     hist = log_histogram(np.array([0.01, 0.1, 1.0, 10.0]),
                          probability=np.array([0.1, 0.2, 0.3, 0.4]), drawn=np.array([10.0]))
-    spec = log_histogram_figure(hist, title="Priority distribution", x="priority", unit="row",
-                                seed=7)
-    assert legend(spec) == ["held rows", "drawn batch (seed 7)",
+    spec = log_histogram_figure(hist, title="Priority distribution", x="priority", unit="row")
+    assert legend(spec) == ["held rows", "drawn batch",
                             "share of draws the sampler promises"]
     assert marks(spec) == ["bar", "bar", "line"]
     x = spec["layer"][0]["encoding"]["x"]

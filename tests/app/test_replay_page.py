@@ -58,6 +58,10 @@ def button(at: Any, label: str) -> Any:
     return next(b for b in at.button if b.label == label)
 
 
+# The lazy expander of the drawn batch's table, opened.
+BATCH = ("rp_batch_table",)
+
+
 def drawn_table(at: Any) -> Any:
     """The drawn batch's table (the one with an importance weight column)."""
     return next(frame.value for frame in at.dataframe
@@ -207,7 +211,7 @@ def test_a_log_of_several_buffers_offers_a_picker_bound_to_the_url(
 def test_resample_moves_the_seed_in_the_url_and_draws_other_rows(
     dashboard: Dashboard, replay_run: Path
 ) -> None:
-    at = dashboard("replay", replay_run, query={"buffer": "rows", "rp_seed": "4"})
+    at = dashboard("replay", replay_run, query={"buffer": "rows", "rp_seed": "4"}, opened=BATCH)
     first = drawn_rows(at)
     button(at, "Resample").click().run()
     assert not at.exception
@@ -220,20 +224,20 @@ def test_a_seed_always_draws_the_same_rows(
     dashboard: Dashboard, replay_run: Path, name: str
 ) -> None:
     query = {"buffer": name, "rp_seed": "9"}
-    first = drawn_rows(dashboard("replay", replay_run, query=query))
-    again = dashboard("replay", replay_run, query=query)
+    first = drawn_rows(dashboard("replay", replay_run, query=query, opened=BATCH))
+    again = dashboard("replay", replay_run, query=query, opened=BATCH)
     button(again, "Resample").click().run()
     assert drawn_rows(again) != first
-    assert drawn_rows(dashboard("replay", replay_run, query=query)) == first
+    assert drawn_rows(dashboard("replay", replay_run, query=query, opened=BATCH)) == first
 
 
 @pytest.mark.parametrize("name", ["rows", "windows", "advanced"])
 def test_the_drawn_rows_are_marked_on_the_priority_histogram(
     dashboard: Dashboard, replay_run: Path, name: str
 ) -> None:
-    at = dashboard("replay", replay_run, query={"buffer": name, "rp_seed": "3"})
+    at = dashboard("replay", replay_run, query={"buffer": name, "rp_seed": "3"}, opened=BATCH)
     figure = charts(at)["Priority distribution"]
-    assert "drawn batch (seed 3)" in legend(figure)
+    assert "drawn batch" in legend(figure)
     bins = figure["datasets"]["bins"]
     edges = np.append(bins["left"].to_numpy(), bins["right"].to_numpy()[-1])
     priorities = drawn_table(at)["priority"].to_numpy()
@@ -241,10 +245,33 @@ def test_the_drawn_rows_are_marked_on_the_priority_histogram(
     assert bins["drawn"].to_numpy() == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("name", ["rows", "windows", "advanced"])
+def test_a_resample_keeps_every_charts_spec_so_the_browser_swaps_its_data_in_place(
+    dashboard: Dashboard, replay_run: Path, name: str
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": name, "rp_seed": "3"})
+    before = [chart.proto.spec for chart in at.get("vega_lite_chart")]
+    button(at, "Resample").click().run()
+    assert not at.exception
+    assert [chart.proto.spec for chart in at.get("vega_lite_chart")] == before
+
+
+@pytest.mark.parametrize("key", ["rp_batch_table", "rp_top_table"])
+def test_a_table_is_sent_only_once_its_expander_is_open(
+    dashboard: Dashboard, replay_run: Path, key: str
+) -> None:
+    query = {"buffer": "windows"}
+    closed = dashboard("replay", replay_run, query=query)
+    opened = dashboard("replay", replay_run, query=query, opened=(key,))
+    assert not closed.exception and not opened.exception
+    assert len(opened.dataframe) == len(closed.dataframe) + 1
+
+
 def test_the_drawn_windows_are_marked_on_the_trajectory_chart(
     dashboard: Dashboard, replay_run: Path
 ) -> None:
-    at = dashboard("replay", replay_run, query={"buffer": "windows", "rp_batch": "40"})
+    at = dashboard("replay", replay_run, query={"buffer": "windows", "rp_batch": "40"},
+                   opened=("rp_top_table",))
     shares = charts(at)["Which trajectories the window draws favour"]["datasets"]["shares"]
     drawn = shares[shares["series"] == "drawn batch"]
     table = at.dataframe[0].value  # the trajectories, largest share first

@@ -217,10 +217,22 @@ def test_the_trajectories_page_reads_a_bounded_number_of_files(
     assert "Reading 20 of 250 trajectory files" in texts(at)
 
 
+@pytest.mark.parametrize(("page", "key"), [("trajectories", "tr_index_table"),
+                                           ("sampling_lab", "lab_rlinf_table")])
+def test_a_table_is_sent_only_once_its_expander_is_open(
+    dashboard: Dashboard, ours: Path, page: str, key: str
+) -> None:
+    closed = dashboard(page, ours)
+    opened = dashboard(page, ours, opened=(key,))
+    assert not closed.exception and not opened.exception
+    assert len(opened.dataframe) == len(closed.dataframe) + 1
+
+
 def test_the_sampling_lab_draws_from_the_window_and_its_snippet_reproduces_the_batch(
     dashboard: Dashboard, ours: Path
 ) -> None:
-    at = with_options(dashboard("sampling_lab", ours), rl_window=3, lab_batch=40, lab_seed=7)
+    at = with_options(dashboard("sampling_lab", ours, opened=("lab_rlinf_table",)),
+                      rl_window=3, lab_batch=40, lab_seed=7)
     assert not at.exception
     batch = at.dataframe[0].value
     assert set(batch["trajectory_id"]) <= {9, 10, 11}

@@ -12,6 +12,9 @@ from bufcore import DictBuffer, load_buffer
 from bufcore.inspect import summarize_checkpoint
 from tests.app.conftest import PAGES, Dashboard
 
+# The lazy expander of the batch table, opened: its table is the drawn rows.
+TABLE = ("lab_table",)
+
 
 def _rows(at: object) -> list[int]:
     return at.dataframe[0].value["row"].tolist()  # type: ignore[attr-defined]
@@ -22,7 +25,7 @@ def _button(at: object, label: str) -> object:
 
 
 def test_resample_draws_a_different_batch(dashboard: Dashboard, demo_run: Path) -> None:
-    at = dashboard("sampling_lab", demo_run, query={"buffer": "train"})
+    at = dashboard("sampling_lab", demo_run, opened=TABLE, query={"buffer": "train"})
     assert not at.exception
     first = _rows(at)
     _button(at, "Resample").click().run()  # type: ignore[attr-defined]
@@ -40,7 +43,7 @@ def test_draw_n_reports_a_p_value(dashboard: Dashboard, demo_run: Path) -> None:
 
 def test_query_parameters_restore_seed_and_batch(dashboard: Dashboard, demo_run: Path) -> None:
     query = {"buffer": "train", "lab_seed": "17", "lab_batch": "64", "lab_weighting": "window"}
-    at = dashboard("sampling_lab", demo_run, query=query)
+    at = dashboard("sampling_lab", demo_run, opened=TABLE, query=query)
     assert not at.exception
     assert at.number_input(key="lab_seed").value == 17
     assert at.number_input(key="lab_batch").value == 64
@@ -54,8 +57,8 @@ def test_the_same_link_reproduces_the_same_first_batch(
     dashboard: Dashboard, demo_run: Path
 ) -> None:
     query = {"buffer": "z", "lab_seed": "5", "lab_batch": "32"}
-    first = _rows(dashboard("sampling_lab", demo_run, query=query))
-    assert _rows(dashboard("sampling_lab", demo_run, query=query)) == first
+    first = _rows(dashboard("sampling_lab", demo_run, opened=TABLE, query=query))
+    assert _rows(dashboard("sampling_lab", demo_run, opened=TABLE, query=query)) == first
 
 
 def test_an_empty_buffer_says_there_is_nothing_to_sample(
@@ -86,7 +89,8 @@ def test_a_batch_that_is_not_a_multiple_of_seq_length_shows_the_sampler_message(
 def test_resample_moves_the_seed_in_the_url_so_the_link_shows_the_same_batch(
     dashboard: Dashboard, demo_run: Path
 ) -> None:
-    at = dashboard("sampling_lab", demo_run, query={"buffer": "train", "lab_seed": "7"})
+    at = dashboard("sampling_lab", demo_run, opened=TABLE,
+                   query={"buffer": "train", "lab_seed": "7"})
     _button(at, "Resample").click().run()  # type: ignore[attr-defined]
     assert not at.exception
     assert at.number_input(key="lab_seed").value == 8
@@ -94,7 +98,7 @@ def test_resample_moves_the_seed_in_the_url_so_the_link_shows_the_same_batch(
     assert "manual_seed(8)" in at.code[0].value
     shown = _rows(at)
     link = dict(at.query_params)
-    assert _rows(dashboard("sampling_lab", demo_run, query=link)) == shown
+    assert _rows(dashboard("sampling_lab", demo_run, opened=TABLE, query=link)) == shown
 
 
 def test_draw_n_counts_batches_and_windows_under_their_own_names(

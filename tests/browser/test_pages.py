@@ -294,6 +294,22 @@ def shown_snippet(tab: Any) -> str:
     return str(text)
 
 
+def test_opening_the_batch_table_draws_it_and_it_stays_open_across_a_resample(
+    page: Any, dashboard_url: str
+) -> None:
+    page.goto(dashboard_url + "sampling_lab?buffer=train&lab_seed=4")
+    settle(page)
+    table = page.locator('[data-testid="stExpander"]').filter(has_text="The batch as a table")
+    assert table.locator('[data-testid="stDataFrame"]').count() == 0
+    table.get_by_text("The batch as a table").click()
+    table.locator('[data-testid="stDataFrame"]').wait_for(state="visible")
+    page.get_by_role("button", name="Resample").click()
+    page.wait_for_url(re.compile(r"lab_seed=5"))
+    settle(page)
+    assert page.locator(EXCEPTION).count() == 0
+    assert table.locator('[data-testid="stDataFrame"]').is_visible()
+
+
 def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
     page: Any, browser: Any, dashboard_url: str
 ) -> None:

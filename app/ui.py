@@ -46,6 +46,7 @@ from app.sources import (
     inside_roots,
     resolve_under_roots,
 )
+from app.td_view import TDSeries, td_series
 from app.text import literal
 from app.trajectory_stats import (
     MotionLengths,
@@ -138,6 +139,23 @@ def load_log(path: Path) -> MetricsLog:
         return _cached_log(str(log), fingerprint(log))
     except READ_ERRORS as err:
         return MetricsLog((), (str(err),), 0)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _cached_td_series(path: str, key: Fingerprint) -> TDSeries:
+    return td_series(_cached_log(path, key).records)
+
+
+def td_series_of(path: Path) -> TDSeries:
+    """The TD statistics of the source's metrics log (:func:`app.td_view.td_series`), cached
+    until the file changes: reading every record's logged quantiles took a third of the
+    TD-EMA page's script. None logged (or no readable log): an empty series.
+    """
+    log = path / METRICS_FILE
+    try:
+        return _cached_td_series(str(log), fingerprint(log))
+    except READ_ERRORS:
+        return td_series(())
 
 
 def choose_source() -> Source | None:

@@ -186,9 +186,12 @@ st.caption(
 )
 st.vega_lite_chart(preview_figure(motions, current_probability, new_probability),
                    width="stretch")
-st.dataframe(table, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(format=f"%.{SHOWN_DECIMALS}f")
-                            for c in table.columns[3:]})
+with ui.lazy_expander("Per motion: last EMD, length, P(sampled) now and new (table)",
+                      key="cur_table") as shown:
+    if shown:
+        st.dataframe(table, hide_index=True, width="stretch",
+                     column_config={c: st.column_config.NumberColumn(
+                         format=f"%.{SHOWN_DECIMALS}f") for c in table.columns[3:]})
 
 apply_col, save_col = st.columns(2)
 if apply_col.button("Apply to session copy", key="cur_apply"):

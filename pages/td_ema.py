@@ -14,7 +14,6 @@ from app.td_view import (
     clip_gap,
     preview_weights,
     spread_rows,
-    td_series,
     td_settings,
     warmup_end,
 )
@@ -40,7 +39,7 @@ if source is not None and data is not None:
     # Curves from the log; warmup and settings may come from the checkpoint's run.json.
     ui.show_moments(data, log.records)
     ui.show_problems(log.problems, what="log lines")
-    series = td_series(log.records)
+    series = ui.td_series_of(source.path)
     if not len(series):
         st.info(
             f"{source.path / 'metrics.jsonl'}: no train record with TD statistics "

@@ -3,6 +3,7 @@ Apply keeps a session copy, Save writes new checkpoint versions and leaves the s
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -13,6 +14,13 @@ from streamlit.testing.v1 import AppTest
 
 from bufcore import load_buffer
 from tests.app.conftest import Dashboard, shown
+
+
+@pytest.fixture
+def dashboard(dashboard: Dashboard) -> Dashboard:
+    """The page with its per-motion table open: it is in a lazy expander, and most tests here
+    read it (test_lazy_tables.py pins that it is not sent while closed)."""
+    return functools.partial(dashboard, opened=("cur_table",))
 
 
 def charts(at: AppTest) -> list[dict]:  # type: ignore[type-arg]

@@ -15,6 +15,7 @@ LAZY_TABLES = [
     ("sampling_lab", {"buffer": "train"}, "lab_table"),
     ("overview", {}, "ov_leaves_train"),
     ("overview", {}, "ov_latest_eval"),
+    ("curriculum", {}, "cur_table"),
 ]
 
 

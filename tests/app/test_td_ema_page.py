@@ -111,6 +111,23 @@ def test_a_log_without_the_distribution_is_previewed_as_normal_and_says_so(
     assert metric(at, "Clipped at min (preview, Normal)").endswith("%")
 
 
+def test_records_appended_to_the_log_are_shown_on_the_next_run(
+    dashboard: Dashboard, run_copy: Path
+) -> None:
+    at = dashboard("td_ema", run_copy)
+    updates = len([1 for line in (run_copy / "metrics.jsonl").read_text().splitlines()
+                   if "td/ema_mean" in json.loads(line)])
+    assert f"{updates:,} updates." in captions(at)
+    log = run_copy / "metrics.jsonl"
+    last = next(json.loads(line) for line in reversed(log.read_text().splitlines())
+                if "td/ema_mean" in json.loads(line))
+    with log.open("a") as out:
+        out.write(json.dumps({**last, "step": last["step"] + 1}) + "\n")
+    at.run()
+    assert not at.exception
+    assert f"{updates + 1:,} updates." in captions(at)
+
+
 def test_a_log_without_train_records_says_so_naming_the_file(
     dashboard: Dashboard, run_copy: Path
 ) -> None:

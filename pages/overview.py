@@ -156,11 +156,12 @@ if source is not None and data is not None:
             if entry.summary is not None:
                 with ui.lazy_expander(f"{entry.name}: stored leaves ({len(entry.summary.spec)})",
                                       key=f"ov_leaves_{entry.name}") as shown:
-                    spec = spec_rows(entry.summary) if shown else None
-                    if spec:
-                        st.dataframe(pd.DataFrame(spec), hide_index=True, width="stretch")
-                    elif shown:
-                        st.write("Nothing written yet.")
+                    if shown:
+                        spec = spec_rows(entry.summary)
+                        if spec:
+                            st.dataframe(pd.DataFrame(spec), hide_index=True, width="stretch")
+                        else:
+                            st.write("Nothing written yet.")
     if log is not None:
         st.subheader("Latest metrics")
         st.caption(f"{len(log.records)} records in `{source.path / 'metrics.jsonl'}`")

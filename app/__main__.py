@@ -55,13 +55,24 @@ class Launch:
 
 def streamlit_command(port: int, *, python: str = sys.executable, entry: Path = ENTRY) -> list[str]:
     """The ``streamlit run`` command line for ``port``: local only, headless, no usage stats,
-    no source watching.
+    and none of the per-run work a reader of runs does not need.
 
-    Streamlit otherwise watches the dashboard's sources for edits: it polls them, and after
-    every script run it walks every imported module's path (torch's thousands), five times the
-    CPU of the run itself; a fresh tab of TD-EMA spent 0.35 s of server CPU on it
-    (``bench.dashboard_browser``). A user does not edit the dashboard while reading runs; a
-    developer who does restarts it.
+    Each flag below cut a cost that ``bench.dashboard_browser`` and a py-spy profile of the
+    server over fresh tabs showed:
+
+    - ``fileWatcherType none``: Streamlit otherwise polls the dashboard's sources and, after
+      every script run, walks every imported module's path (torch's thousands): five times the
+      CPU of the run itself, 0.35 s of a fresh TD-EMA tab. A user does not edit the dashboard
+      while reading runs; a developer who does restarts it.
+    - ``runner.postScriptGC false``: Streamlit otherwise runs a full ``gc.collect(2)`` after
+      every script run, ~0.2 s with torch imported, holding the GIL while the run's last
+      messages wait to be sent; Replay's Resample waited on it (median 0.23 s -> 0.20 s).
+      Python's own generational collector still runs.
+    - ``runner.magicEnabled false``: the pages write nothing through "magic" (a bare
+      expression shown as if passed to ``st.write``; ``test_no_page_relies_on_magic`` pins
+      that), and rewriting a page's syntax tree for it costs a fresh session ~15 ms per
+      script, paid again whenever the last tab closes (Streamlit then drops its compiled
+      scripts).
 
     Raises:
         LaunchError: ``port`` is not an int in 1..65535.
@@ -75,6 +86,8 @@ def streamlit_command(port: int, *, python: str = sys.executable, entry: Path = 
         "--browser.gatherUsageStats", "false",
         "--client.toolbarMode", "minimal",
         "--server.fileWatcherType", "none",
+        "--runner.postScriptGC", "false",
+        "--runner.magicEnabled", "false",
     ]
 
 

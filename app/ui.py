@@ -1,11 +1,11 @@
-"""Widgets and cached loaders every page shares (the one module of app/ besides main that
-imports Streamlit).
+"""Widgets and messages every page shares: the source and buffer pickers, the moment a view
+shows, what a source lacks, skipped lines, lazy expanders, and the reads whose failure a page
+reports (:mod:`app.loaders` does the cached reading). With :mod:`app.loaders` and
+:mod:`app.main`, the only modules of app/ that import Streamlit.
 
 State that a teammate's link should reproduce (source, buffer, seed, sizes, knobs) lives in
 widgets bound to the URL's query parameters (``bind="query-params"``, the key is the
-parameter's name). Cached loaders take the resolved path and its
-:func:`~app.fingerprint.fingerprint`, so a cache entry goes stale when a file changes; they
-return immutable summaries or fresh numpy arrays, never objects the page could mutate.
+parameter's name).
 """
 
 from __future__ import annotations
@@ -18,62 +18,45 @@ from typing import Any, Literal, overload
 import numpy as np
 import streamlit as st
 
+from app import loaders
 from app.curriculum_history import (
     CurriculumHistory,
     UnmappedRecords,
     history_from_checkpoint,
     history_from_records,
 )
-from app.fingerprint import Fingerprint, fingerprint
 from app.moments import checkpoint_moment, disagreements, log_moment
 from app.query import infinite_values
-from app.ring import BinnedMap, boundary_map
+from app.ring import BinnedMap
 from app.run_data import (
     READ_ERRORS,
     BufferEntry,
-    MetricsLog,
     SourceData,
     checkpoint_dir,
     contents,
-    read_log,
-    read_source,
 )
 from app.sources import (
     DashboardConfig,
     OutsideRootsError,
     Source,
-    discover,
-    inside_roots,
     resolve_under_roots,
 )
-from app.td_view import TDSeries, td_series
 from app.text import literal
 from app.trajectory_stats import (
     MotionLengths,
     Trajectories,
-    end_matrix,
     expert_from_leaves,
     from_end_flags,
 )
-from bufcore import load_buffer
 from bufcore.inspect import (
     METRICS_FILE,
     RLINF_DIRECTORY,
     CheckpointSummary,
-    ReplayItems,
     RLinfIndex,
     RLinfSummary,
-    RLinfTrajectory,
     WindowSettings,
-    WindowShares,
-    read_leaf,
-    read_rlinf_index,
-    read_rlinf_trajectory,
-    replay_items,
     source_kind,
-    summarize_checkpoint,
     window_settings,
-    window_shares,
 )
 
 # session_state key of the re-prioritized expert priorities (Curriculum page -> Sampling lab).
@@ -93,79 +76,14 @@ def drop_unusable_query_values() -> None:
         del st.query_params[key]
 
 
-def dashboard_config() -> DashboardConfig:
-    """The run directories and roots the dashboard was started with."""
-    return DashboardConfig.from_environment()
-
-
-def confined(path: Path) -> Path:
-    """``path`` resolved, checked to lie inside the dashboard's roots before anything under
-    it is read (entries come from a summary that was checked already; this holds even if a
-    link was swapped in since).
-
-    Raises:
-        OutsideRootsError: it resolves outside every root (a ValueError, so in READ_ERRORS).
-    """
-    return inside_roots(path, dashboard_config().roots)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _cached_source(path: str, roots: tuple[str, ...], key: Fingerprint) -> SourceData:
-    del key  # part of the cache key only
-    return read_source(Path(path), roots=tuple(map(Path, roots)))
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _cached_log(path: str, key: Fingerprint) -> MetricsLog:
-    del key
-    return read_log(Path(path))
-
-
-def load_source(path: Path) -> SourceData:
-    """The source's summaries, cached until a file under it changes (the log excluded); only
-    the parts that resolve inside the dashboard's roots are read."""
-    roots = tuple(map(str, dashboard_config().roots))
-    return _cached_source(str(path), roots, fingerprint(path, skip=(METRICS_FILE,)))
-
-
-def load_log(path: Path) -> MetricsLog:
-    """The source's metrics log, cached until the file changes.
-
-    A log that cannot be read at all gives no records and one problem saying why (pages list
-    problems with :func:`show_problems`), never an exception.
-    """
-    log = path / METRICS_FILE
-    try:
-        return _cached_log(str(log), fingerprint(log))
-    except READ_ERRORS as err:
-        return MetricsLog((), (str(err),), 0)
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _cached_td_series(path: str, key: Fingerprint) -> TDSeries:
-    return td_series(_cached_log(path, key).records)
-
-
-def td_series_of(path: Path) -> TDSeries:
-    """The TD statistics of the source's metrics log (:func:`app.td_view.td_series`), cached
-    until the file changes: reading every record's logged quantiles took a third of the
-    TD-EMA page's script. None logged (or no readable log): an empty series.
-    """
-    log = path / METRICS_FILE
-    try:
-        return _cached_td_series(str(log), fingerprint(log))
-    except READ_ERRORS:
-        return td_series(())
-
-
 def choose_source() -> Source | None:
     """The sidebar's source picker; None (with a message drawn) when there is nothing to show.
 
     The picked source is bound to the ``run`` query parameter. A path typed under "Open a
     path" must resolve inside the dashboard's roots.
     """
-    config = dashboard_config()
-    sources = discover(config)
+    config = loaders.dashboard_config()
+    sources = loaders.known_sources()
     typed = st.sidebar.text_input(
         "Open a path",
         key=OPEN_KEY,
@@ -228,7 +146,7 @@ def _open_typed(typed: str, config: DashboardConfig) -> tuple[Source | None, str
 def source_data(source: Source) -> SourceData | None:
     """The source's summaries, or None with the error drawn."""
     try:
-        return load_source(source.path)
+        return loaders.load_source(source.path)
     except READ_ERRORS as err:
         st.error(literal(err))
         return None
@@ -268,22 +186,6 @@ def choose_buffer(
     return entries[names.index(name)] if name in names else entries[0]
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _cached_damage(path: str, key: Fingerprint) -> str | None:
-    del key
-    try:
-        summarize_checkpoint(path, verify=True)
-    except READ_ERRORS as err:
-        return str(err)
-    return None
-
-
-def row_damage(entry: BufferEntry) -> str | None:
-    """Why the buffer's rows fail verification against its manifest, or None when every block
-    matches. Hashes all of buffer.hdf5, once per checkpoint version (shared by sessions)."""
-    return _cached_damage(str(confined(entry.path)), fingerprint(entry.path))
-
-
 def show_lack(data: SourceData, need: str) -> None:
     """Say plainly what the page (or one of its views) needs and what this source holds
     instead, rather than draw an empty chart."""
@@ -314,27 +216,6 @@ def lazy_expander(label: str, *, key: str, expanded: bool = False) -> Iterator[b
         yield bool(box.open)
 
 
-@st.cache_resource(show_spinner="Reading the buffer's index...", max_entries=16)
-def _cached_index(path: str, key: Fingerprint) -> Any:
-    del key
-    return load_buffer(path, device="cpu", leaves=[])
-
-
-def index_buffer(path: Path) -> Any:
-    """The buffer checkpoint at ``path`` loaded index-only (``leaves=[]``: the ring position,
-    the saved state and the leaves its sampler reads, such as end flags and motion ids, with
-    their blocks verified), once per version and shared by sessions.
-
-    It draws exactly the ``sample_index`` of a full load and holds no rows, so a 4.7 GB buffer
-    costs the lab a few MB. Callers must not mutate it: sample with ``generator=`` (the
-    buffer's own stream stays put) and apply changes to a copy.
-
-    Raises:
-        Whatever :func:`bufcore.load_buffer` raises for a damaged checkpoint (READ_ERRORS).
-    """
-    return _cached_index(str(confined(path)), fingerprint(path))
-
-
 def session_priorities(buffer_path: Path) -> np.ndarray | None:
     """Priorities the Curriculum page applied to this session's copy of an expert buffer."""
     stored = st.session_state.get(REPRIORITIZED, {}).get(str(buffer_path))
@@ -351,34 +232,11 @@ def set_session_priorities(buffer_path: Path, priorities: np.ndarray | None) -> 
     st.session_state[REPRIORITIZED] = copies
 
 
-@st.cache_data(show_spinner="Reading one stored leaf...", max_entries=16)
-def _cached_leaf(path: str, key_path: tuple[str, ...], key: Fingerprint) -> np.ndarray:
-    del key
-    return read_leaf(path, key_path)
-
-
-def stored_leaf(path: Path, key_path: Sequence[str]) -> np.ndarray:
-    """Every stored row of one leaf of the buffer checkpoint at ``path`` (physical order),
-    read lazily (no other leaf is read) and cached per checkpoint version.
-
-    Raises:
-        READ_ERRORS for a damaged checkpoint; KeyPathError: no leaf at ``key_path``.
-    """
-    return _cached_leaf(str(confined(path)), tuple(key_path), fingerprint(path))
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _cached_end_map(path: str, key_path: tuple[str, ...], key: Fingerprint) -> BinnedMap:
-    return boundary_map(end_matrix(_cached_leaf(path, key_path, key)))
-
-
 def end_map(path: Path, key_path: Sequence[str]) -> BinnedMap | None:
-    """The episode-end map of the trajectory buffer at ``path`` (:func:`app.ring.boundary_map`
-    of its end flags), cached per checkpoint version: a Resample redraws the map without
-    pooling the flags again. None, with an error on the page naming the file and the leaf,
-    when they cannot be read."""
+    """:func:`app.loaders.end_map_of`, or None with an error on the page naming the file and
+    the leaf when they cannot be read."""
     try:
-        return _cached_end_map(str(confined(path)), tuple(key_path), fingerprint(path))
+        return loaders.end_map_of(path, key_path)
     except READ_ERRORS as err:
         st.error(f"{literal(path)}: cannot read the end flags {'/'.join(key_path)!r}: "
                  f"{literal(err)}")
@@ -411,13 +269,13 @@ def trajectories_of(
         st.info(f"{literal(entry.path)}: the buffer is empty (nothing written yet).")
         return None
     try:
-        settings = window_settings(confined(entry.path))
-        end = stored_leaf(entry.path, settings.end_path)
+        settings = window_settings(loaders.confined(entry.path))
+        end = loaders.stored_leaf(entry.path, settings.end_path)
         if expert:
             if settings.motion_path is None:
                 st.error(f"{literal(entry.path)}: config.json names no motion_id_key")
                 return None
-            motion = stored_leaf(entry.path, settings.motion_path)
+            motion = loaders.stored_leaf(entry.path, settings.motion_path)
             return settings, expert_from_leaves(end, motion)
         return settings, from_end_flags(end, cursor=summary.cursor, full=summary.full)
     except READ_ERRORS as err:
@@ -454,16 +312,11 @@ def show_moments(
         target.warning(problem)
 
 
-def known_sources() -> list[Source]:
-    """Every source under the dashboard's roots (what the sidebar's picker lists)."""
-    return discover(dashboard_config())
-
-
 def history_of(source: Source, data: SourceData) -> CurriculumHistory | None:
     """The source's curriculum history (the log's eval records, else run.json's state), or
     None when it has none; problems are listed on the page."""
     if data.has_log:
-        log = load_log(source.path)
+        log = loaders.load_log(source.path)
         show_problems(log.problems, what="log lines")
         try:
             history = history_from_records(log.records)
@@ -481,38 +334,6 @@ def history_of(source: Source, data: SourceData) -> CurriculumHistory | None:
     except READ_ERRORS as err:
         st.warning(f"{literal(checkpoint)}: the curriculum state cannot be read: {literal(err)}")
         return None
-
-
-@st.cache_data(show_spinner="Reading the buffer's priorities...", max_entries=16)
-def _cached_replay_items(path: str, key: Fingerprint) -> ReplayItems:
-    del key
-    return replay_items(path)
-
-
-def replay_items_of(path: Path) -> ReplayItems:
-    """:func:`bufcore.inspect.replay_items` of the checkpoint at ``path``, cached per
-    checkpoint version.
-
-    Raises:
-        READ_ERRORS for a damaged checkpoint or one without replay figures.
-    """
-    return _cached_replay_items(str(confined(path)), fingerprint(path))
-
-
-@st.cache_data(show_spinner="Weighing every window...", max_entries=16)
-def _cached_window_shares(path: str, seq_length: int, key: Fingerprint) -> WindowShares:
-    return window_shares(_cached_index(path, key), seq_length)
-
-
-def window_shares_of(path: Path, seq_length: int) -> WindowShares:
-    """:func:`bufcore.inspect.window_shares` of the trajectory buffer checkpoint at ``path``
-    (loaded index-only, as :func:`index_buffer`), cached per checkpoint version and length.
-
-    Raises:
-        READ_ERRORS for a damaged checkpoint, or a length no trajectory holds; TypeError: it
-            samples windows without a PrioritizedSampler.
-    """
-    return _cached_window_shares(str(confined(path)), seq_length, fingerprint(path))
 
 
 # ------------------------------------------------------------------ RLinf buffer directories
@@ -536,7 +357,7 @@ def rlinf_source(data: SourceData) -> tuple[RLinfSummary, RLinfIndex, int, int] 
             st.error(f"The RLinf directory cannot be read: {literal(error)}")
         return None
     try:
-        index = _cached_rlinf_index(str(confined(data.path)), fingerprint(data.path))
+        index = loaders.rlinf_index_of(data.path)
     except READ_ERRORS as err:
         st.error(f"The RLinf directory cannot be read: {literal(err)}")
         return None
@@ -555,35 +376,6 @@ def rlinf_source(data: SourceData) -> tuple[RLinfSummary, RLinfIndex, int, int] 
         "(without it, its whole window). RLinf's default is 5.",
     ))
     return summary, index, window, cache
-
-
-@st.cache_data(show_spinner="Reading the RLinf index...", max_entries=16)
-def _cached_rlinf_index(path: str, key: Fingerprint) -> RLinfIndex:
-    del key
-    return read_rlinf_index(path)
-
-
-@st.cache_data(show_spinner=False, max_entries=1024)
-def _cached_rlinf_trajectory(path: str, trajectory_id: int, key: Fingerprint) -> RLinfTrajectory:
-    return read_rlinf_trajectory(_cached_rlinf_index(path, key), trajectory_id)
-
-
-def rlinf_trajectories(
-    index: RLinfIndex, ids: Sequence[int]
-) -> tuple[list[RLinfTrajectory], list[str]]:
-    """The trajectory files of ``ids`` read through the library (``weights_only``), cached
-    per directory version; and one message per file that could not be read (naming it)."""
-    path = str(confined(index.path))
-    key = fingerprint(index.path)
-    reads: list[RLinfTrajectory] = []
-    errors: list[str] = []
-    with st.spinner(f"Reading {len(ids):,} trajectory files..."):
-        for trajectory_id in ids:
-            try:
-                reads.append(_cached_rlinf_trajectory(path, int(trajectory_id), key))
-            except (*READ_ERRORS, KeyError) as err:
-                errors.append(str(err))
-    return reads, errors
 
 
 def current_entry(source: Source, path: Path) -> BufferEntry | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from app import ui
+from app import loaders, ui
 from app.compare import (
     Side,
     align,
@@ -35,7 +35,7 @@ st.caption(
 current = ui.choose_source()
 if current is None:
     st.stop()  # choose_source said why: nothing found, or the typed path was refused
-sources = comparable(ui.known_sources(), current)
+sources = comparable(loaders.known_sources(), current)
 if not sources:
     st.stop()
 labels = [source.label for source in sources]
@@ -72,7 +72,7 @@ def _changed(key: str, value: str) -> bool:
 
 def _data(source: Source, column: DeltaGenerator) -> SourceData | None:
     try:
-        return ui.load_source(source.path)
+        return loaders.load_source(source.path)
     except READ_ERRORS as err:
         column.error(str(err))
         return None
@@ -89,7 +89,7 @@ def _side(
     if data.run is not None:  # which moment this side shows
         column.caption(f"{letter}: checkpoint at step {data.run.step:,}, round {data.run.round}")
     # Lengths and priorities come from the checkpoint, the EMDs from the log (or run.json).
-    ui.show_moments(data, ui.load_log(source.path).records if data.has_log else None,
+    ui.show_moments(data, loaders.load_log(source.path).records if data.has_log else None,
                     where=column)
     for entry in data.buffers:
         if entry.error is not None:

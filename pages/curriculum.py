@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import ui
+from app import loaders, ui
 from app.curriculum_figures import (
     current_priority_bars,
     emd_heatmap,
@@ -47,7 +47,7 @@ data = ui.source_data(source) if source is not None else None
 if source is None or data is None:
     st.stop()
 # Rounds come from the log (or run.json), the priorities and the preview from the checkpoint.
-ui.show_moments(data, ui.load_log(source.path).records if data.has_log else None)
+ui.show_moments(data, loaders.load_log(source.path).records if data.has_log else None)
 expert_entry = next(
     (e for e in data.buffers if e.summary is not None and e.summary.kind == EXPERT), None
 )
@@ -210,7 +210,7 @@ else:
 if save_col.button("Save as new checkpoint", key="cur_save"):
     # A press answers for itself: an earlier press's "Saved" must not stand beside a refusal.
     st.session_state.get("cur_saved", {}).pop(str(expert_entry.path), None)
-    config = ui.dashboard_config()
+    config = loaders.dashboard_config()
     # The checkpoint itself and every saved version: one of them may already hold the result.
     held = [(e.path, e.summary.rows_digest) for e in data.buffers if e.summary is not None
             and (e is expert_entry or e.name.startswith(f"{REPRIORITIZED_DIR}/"))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import ui
+from app import loaders, ui
 from app.ring import latest_wraps, occupancy, ring_state, slot_age_series
 from app.ring_figures import (
     boundary_map_figure,
@@ -83,7 +83,7 @@ st.caption(
 entry = ui.choose_buffer(data, kinds=RING_KINDS) if data is not None else None
 if source is not None and entry is not None and entry.summary is not None:
     summary = entry.summary
-    log = ui.load_log(source.path) if data is not None and data.has_log else None
+    log = loaders.load_log(source.path) if data is not None and data.has_log else None
     records = log.of_kind("buffer") if log is not None else []
     if data is not None:
         # The ring comes from the checkpoint, the wrap count and fill over training from the log.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import ui
+from app import loaders, ui
 from app.live import metrics_path
 from app.metrics_figures import metric_figure
 from app.metrics_view import (
@@ -46,7 +46,7 @@ def has_log(path: Path | None) -> bool:
 
 # Other runs with a log, to overlay (discovery reads entry names only).
 others = [
-    other for other in ui.known_sources()
+    other for other in loaders.known_sources()
     if other.path != source.path and has_log(metrics_path(other.path, other.kind))
 ]
 overlay = st.multiselect(
@@ -68,7 +68,7 @@ for run in chosen:
             "not."
         )
         continue
-    log = ui.load_log(run.path)
+    log = loaders.load_log(run.path)
     ui.show_problems(log.problems, what=f"log lines of {run.label}")
     scalars = run_scalars(log.records)
     if scalars.dropped:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import ui
+from app import loaders, ui
 from app.overview import (
     buffer_health,
     buffer_rows,
@@ -44,7 +44,7 @@ def rlinf_overview(data: SourceData) -> None:
         st.error(problem)
     newest = index.positions(1)
     reads, errors = ([], []) if summary.trajectory_format != "pt" or len(newest) == 0 else (
-        ui.rlinf_trajectories(index, [int(index.ids[newest[0]])]))
+        loaders.rlinf_trajectories(index, [int(index.ids[newest[0]])]))
     for error in errors:
         st.error(f"The newest trajectory file cannot be read: {literal(error)}")
     if not problems and not errors:
@@ -89,7 +89,7 @@ if source is not None and ui.is_rlinf(data) and data is not None:
     st.stop()
 if source is not None and data is not None:
     st.caption(f"{data.kind}: `{data.path}`")
-    log = ui.load_log(source.path) if data.has_log else None
+    log = loaders.load_log(source.path) if data.has_log else None
     ui.show_moments(data, None if log is None else log.records)
 
     st.subheader("Health")
@@ -105,7 +105,7 @@ if source is not None and data is not None:
         found = None
         if size is not None and verify:
             with st.spinner(f"Verifying {verify_text(entry, size)} against its manifest..."):
-                found = ui.row_damage(entry)
+                found = loaders.row_damage(entry)
             if found is not None:
                 damage[entry.name] = found
         health[entry.name] = buffer_health(entry, found, verified=verify)

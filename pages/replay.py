@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import ui
+from app import loaders, ui
 from app.replay_figures import (
     count_histogram_figure,
     dominance_figure,
@@ -69,7 +69,7 @@ if source is None or data is None:
     st.stop()
 for error in data.errors:
     st.warning(error)
-log = ui.load_log(source.path) if data.has_log else None
+log = loaders.load_log(source.path) if data.has_log else None
 series = replay_series(log.records) if log is not None else {}
 if not series and not any(e.summary is not None and replayable(e.summary) for e in data.buffers):
     ui.show_lack(data, NEED)
@@ -110,7 +110,7 @@ def draw_controls(summary: CheckpointSummary, items: ReplayItems) -> DrawRequest
 def draw(entry: BufferEntry, request: DrawRequest) -> Drawn | None:
     """The seeded draw, or None with the reason on the page."""
     try:
-        return draw_batch(ui.index_buffer(entry.path), request)
+        return draw_batch(loaders.index_buffer(entry.path), request)
     except READ_ERRORS as err:
         st.error(f"{literal(entry.path)}: cannot draw: {literal(err)}")
         return None
@@ -166,7 +166,7 @@ def priority_charts(items: ReplayItems, drawn: Drawn | None, entry: BufferEntry,
     ), width="stretch")
     if items.windowed and seq is not None:
         try:
-            shares = ui.window_shares_of(entry.path, seq)
+            shares = loaders.window_shares_of(entry.path, seq)
         except (*READ_ERRORS, TypeError) as err:
             right.error(f"{literal(entry.path)}: cannot weigh its windows: {literal(err)}")
             return
@@ -275,7 +275,7 @@ def checkpoint_part(source: Source, path: Path) -> None:
         )
         return
     try:
-        items = ui.replay_items_of(entry.path)
+        items = loaders.replay_items_of(entry.path)
     except READ_ERRORS as err:
         st.error(f"{literal(entry.path)}: cannot read its replay figures: {literal(err)}")
         return

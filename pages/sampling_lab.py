@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import rlinf_view, ui
+from app import loaders, rlinf_view, ui
 from app.rlinf_figures import landing_figure
 from app.run_data import EXPERT, ONLINE, READ_ERRORS, ZVECTORS, SourceData
 from app.sampling_figures import frequency_figure, landing_map_figure, row_landing_figure
@@ -227,7 +227,7 @@ def lab(source: Source, path: Path) -> None:
         st.info(f"{literal(entry.path)}: the buffer is empty; there is nothing to sample.")
         return
     try:
-        loaded = ui.index_buffer(entry.path)
+        loaded = loaders.index_buffer(entry.path)
     except READ_ERRORS as err:
         st.error(f"{literal(entry.path)}: the buffer cannot be loaded: {literal(err)}")
         return

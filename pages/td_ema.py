@@ -8,7 +8,7 @@ import math
 
 import streamlit as st
 
-from app import ui
+from app import loaders, ui
 from app.td_figures import clip_figure, stat_figure, weight_histogram_figure
 from app.td_view import (
     clip_gap,
@@ -31,7 +31,7 @@ data = ui.source_data(source) if source is not None else None
 if source is not None and data is not None:
     for error in data.errors:
         st.warning(error)
-    log = ui.load_log(source.path)
+    log = loaders.load_log(source.path)
     if data.metrics is None and not log.records and not log.problems:
         ui.show_lack(data, "`train` records with TD statistics (td/ema_mean, ...) in "
                      "metrics.jsonl")
@@ -39,7 +39,7 @@ if source is not None and data is not None:
     # Curves from the log; warmup and settings may come from the checkpoint's run.json.
     ui.show_moments(data, log.records)
     ui.show_problems(log.problems, what="log lines")
-    series = ui.td_series_of(source.path)
+    series = loaders.td_series_of(source.path)
     if not len(series):
         st.info(
             f"{source.path / 'metrics.jsonl'}: no train record with TD statistics "

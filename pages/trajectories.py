@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import ui
+from app import loaders, ui
 from app.rlinf_figures import samples_figure, segment_histogram, segments_figure
 from app.rlinf_view import (
     DEFAULT_READ,
@@ -98,7 +98,7 @@ def rlinf_trajectories(data: SourceData) -> None:
            len(present) < len(positions) else "")
         + ". The samples chart above covers every trajectory (from the index alone)."
     )
-    reads, errors = ui.rlinf_trajectories(index, [int(ids[p]) for p in present])
+    reads, errors = loaders.rlinf_trajectories(index, [int(ids[p]) for p in present])
     for error in errors:
         st.error(f"A trajectory file cannot be read: {literal(error)}")
     if not reads:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import app.ui
+import app.loaders
 from bufcore import DictBuffer
 from tests.app.conftest import Dashboard
 
@@ -78,7 +78,7 @@ def test_end_flags_that_cannot_be_read_are_an_error_naming_the_file_and_leaf(
     def unreadable(path: str, key_path: object, key: object) -> object:
         raise OSError("the disk said no")
 
-    monkeypatch.setattr(app.ui, "_cached_end_map", unreadable)
+    monkeypatch.setattr(app.loaders, "_cached_end_map", unreadable)
     at = dashboard(page, demo_run, query={"buffer": "train"})
     assert not at.exception
     assert any(
@@ -122,14 +122,14 @@ def test_the_episode_end_map_is_pooled_once_per_checkpoint_version(
     dashboard: Dashboard, demo_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    pool = app.ui.boundary_map
+    pool = app.loaders.boundary_map
 
     def counted(flags: object) -> object:
         calls.append(1)
         return pool(flags)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(app.ui, "boundary_map", counted)
-    app.ui._cached_end_map.clear()
+    monkeypatch.setattr(app.loaders, "boundary_map", counted)
+    app.loaders._cached_end_map.clear()
     for seed in (1, 2):  # a Resample: another seed, the same checkpoint
         at = dashboard("sampling_lab", demo_run, query={"buffer": "train", "lab_seed": seed})
         assert not at.exception

@@ -13,7 +13,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from app import ui
+from app import loaders
 from app.sources import DashboardConfig, discover
 from bufcore import Trajectory, TrajectoryReplayBuffer
 from bufcore.inspect import RLINF_DIRECTORY
@@ -204,13 +204,13 @@ def test_the_trajectories_page_reads_a_bounded_number_of_files(
     path = tmp_path / "runs" / "many"
     write_rlinf_directory(path, [trajectory(i, 1, 1) for i in range(250)])
     reads: list[int] = []
-    real = ui.read_rlinf_trajectory
+    real = loaders.read_rlinf_trajectory
 
     def counted(index: Any, trajectory_id: int) -> Any:
         reads.append(trajectory_id)
         return real(index, trajectory_id)
 
-    monkeypatch.setattr(ui, "read_rlinf_trajectory", counted)
+    monkeypatch.setattr(loaders, "read_rlinf_trajectory", counted)
     at = dashboard("trajectories", path)
     assert not at.exception
     assert sorted(reads) == list(range(230, 250))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import app.ui
+import app.loaders
 from tests.app.conftest import Dashboard
 
 
@@ -42,13 +42,13 @@ def test_the_sampling_lab_loads_only_the_index_of_a_buffer(
     dashboard: Dashboard, run_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[object] = []
-    real = app.ui.load_buffer
+    real = app.loaders.load_buffer
 
     def spy(path: object, **kwargs: object) -> object:
         calls.append(kwargs.get("leaves"))
         return real(path, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(app.ui, "load_buffer", spy)
+    monkeypatch.setattr(app.loaders, "load_buffer", spy)
     at = dashboard("sampling_lab", run_copy, query={"buffer": "train"})
     assert not at.exception
     assert calls == [[]]

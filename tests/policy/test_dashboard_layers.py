@@ -31,7 +31,7 @@ PAGE_IMPORTS = (
     "app", "streamlit", "pandas", "numpy",
     *(name for name in sys.stdlib_module_names if name not in SYSTEM_MODULES),
 )
-STREAMLIT_MODULES = ("app.ui", "app.main")
+STREAMLIT_MODULES = ("app.ui", "app.loaders", "app.main")
 
 
 def dashboard_module(path: Path) -> str:

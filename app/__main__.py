@@ -1,13 +1,14 @@
 """``python -m app [RUN_DIR ...] [--port N] [--root DIR ...]``: start the dashboard.
 
-Runs ``streamlit run app/main.py`` bound to 127.0.0.1 (a dashboard is not a public server),
-headless, with usage statistics and source watching off, and hands it the run directories and
-roots through the environment variables :class:`app.sources.DashboardConfig` reads. It prints
-the URL first. Bad input (a missing directory, a port in use or out of range) is one line on
-stderr and exit status 1. SIGINT (Ctrl-C) and SIGTERM (``kill``) stop Streamlit and then this
-process, with one line and exit status 128 + the signal (130, 143), however it was started:
-from a terminal, in a script's background (which starts it with SIGINT ignored), or by a
-supervisor that signals this process alone.
+Runs ``streamlit run app/serve.py`` (Streamlit over ``app/main.py``, see :mod:`app.serve`)
+bound to 127.0.0.1 (a dashboard is not a public server), headless, with usage statistics and
+source watching off, and hands it the run directories and roots through the environment
+variables :class:`app.sources.DashboardConfig` reads. It prints the URL first. Bad input (a
+missing directory, a port in use or out of range) is one line on stderr and exit status 1.
+SIGINT (Ctrl-C) and SIGTERM (``kill``) stop Streamlit and then this process, with one line and
+exit status 128 + the signal (130, 143), however it was started: from a terminal, in a
+script's background (which starts it with SIGINT ignored), or by a supervisor that signals
+this process alone.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from app.sources import DashboardConfig
 
 DEFAULT_PORT = 8501
 HOST = "127.0.0.1"
-ENTRY = Path(__file__).resolve().parent / "main.py"
+ENTRY = Path(__file__).resolve().parent / "serve.py"
 PROG = "python -m app"
 INSTALL_HINT = "install the dashboard extra: pip install -e '.[dashboard]'"
 
@@ -43,7 +44,7 @@ class Launch:
     """What to run: the command line, the environment to add, and the URL it will serve.
 
     Attributes:
-        command: ``python -m streamlit run .../app/main.py`` with its server flags.
+        command: ``python -m streamlit run .../app/serve.py`` with its server flags.
         environment: The dashboard's variables (:meth:`DashboardConfig.environment`).
         url: ``http://127.0.0.1:PORT/``.
     """

@@ -1,9 +1,9 @@
 """The dashboard as a browser gets it: each page's first render and Resample where it has one.
 
 ``python -m bench.dashboard_browser [--run DIR]`` writes a demo run (``bufcore demo``'s
-defaults with ``--prioritized``) unless one is given, serves it with ``streamlit run
-app/main.py`` on 127.0.0.1 and drives Debian's ``/usr/bin/chromium`` with Playwright (the
-flags of DESIGN §5):
+defaults with ``--prioritized``) unless one is given, serves it as ``python -m app`` does
+(``streamlit run app/serve.py`` on 127.0.0.1) and drives Debian's ``/usr/bin/chromium`` with
+Playwright (the flags of DESIGN §5):
 
 - **first render**: a fresh tab (a new page, so a new Streamlit session, in a browser that has
   loaded the dashboard before, as a user's has), from navigation until the script has finished
@@ -60,11 +60,11 @@ TIMEOUT_MS = 60_000
 
 @contextmanager
 def dashboard(run: Path) -> Iterator[str]:
-    """``streamlit run app/main.py`` on ``run``, yielding its URL once it answers."""
+    """``streamlit run app/serve.py`` on ``run``, yielding its URL once it answers."""
     from app.sources import ROOTS_ENV, RUNS_ENV
 
     env = {**os.environ, RUNS_ENV: str(run), ROOTS_ENV: "", "PYTHONPATH": str(ROOT)}
-    with served(ROOT / "app" / "main.py", env) as url:
+    with served(ROOT / "app" / "serve.py", env) as url:
         yield url
 
 

@@ -9,14 +9,16 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 from streamlit.runtime.scriptrunner import magic
 
 import app.__main__ as launcher
+from app.serve import BASE_SCRIPT, index_html, page_paths
 from app.sources import ROOTS_ENV, RUNS_ENV, DashboardConfig
-from tests.support import interrupt_once_serving, session_members
+from tests.support import interrupt_once_serving, session_members, wait_until_serving
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,7 +35,7 @@ def option(command: list[str], name: str) -> str:
 
 def test_the_command_runs_the_entry_script_local_headless_without_usage_stats() -> None:
     command = launcher.streamlit_command(8600, python="py")
-    assert command[:5] == ["py", "-m", "streamlit", "run", str(REPO / "app" / "main.py")]
+    assert command[:5] == ["py", "-m", "streamlit", "run", str(REPO / "app" / "serve.py")]
     assert option(command, "--server.address") == "127.0.0.1"
     assert option(command, "--server.port") == "8600"
     assert option(command, "--server.headless") == "true"
@@ -150,6 +152,45 @@ def test_the_dashboard_serves_on_its_port_and_ctrl_c_stops_it_with_exit_130(
     assert out.splitlines()[0] == f"bufcore dashboard: http://127.0.0.1:{port}/  (Ctrl-C stops it)"
     assert err.splitlines()[-1] == "python -m app: stopped"
     assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_every_page_url_answers_a_page_that_names_the_server_base(demo_run: Path) -> None:
+    # Without the base, Streamlit's frontend probes /<page>/_stcore/health (a 404) first and
+    # waits 100 ms: every link to a page but the default one paid it.
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", str(demo_run), "--port", str(port)],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )
+    try:
+        wait_until_serving(process, port)
+        for path in page_paths():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}?buffer=train") as reply:
+                html = reply.read().decode()
+                assert reply.headers["Cache-Control"] == "no-cache", path
+            assert BASE_SCRIPT in html, path
+            assert html.index(BASE_SCRIPT) < html.index('<script type="module"'), path
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+
+
+def test_the_page_paths_are_the_default_and_every_page_script() -> None:
+    expected = {"/", *(f"/{script.stem}" for script in (REPO / "pages").glob("*.py"))}
+    assert set(page_paths()) == expected
+    assert "/replay" in expected
+
+
+def test_the_base_script_goes_first_in_the_head() -> None:
+    html = index_html("<html><head><script>x()</script></head></html>")
+    assert html.index(BASE_SCRIPT) < html.index("<script>x()")
+
+
+def test_a_page_without_a_head_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"index\.html: expected a <head>"):
+        index_html("<html><body></body></html>")
 
 
 # `bufcore dashboard` as a script starts it in the background (`cmd &`): the shell starts the

@@ -1,7 +1,7 @@
 """Fixtures for the real-browser tests: a demo run and a BFM-Zero work directory, ``streamlit
 run`` on each, Debian's chromium.
 
-The dashboard runs as users run it (``streamlit run app/main.py`` on 127.0.0.1, a free port),
+The dashboard runs as users run it (``streamlit run app/serve.py`` on 127.0.0.1, a free port),
 on a tiny demo run generated once per session. Playwright drives ``/usr/bin/chromium`` with the
 flags of DESIGN §5 and a fresh context (its own profile: no cookies or storage carried over)
 per test. Without ``/usr/bin/chromium`` every browser test skips, saying how to install it.
@@ -64,7 +64,7 @@ def browser_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @contextmanager
 def serve(run: Path) -> Iterator[str]:
-    """``http://127.0.0.1:PORT/`` of ``streamlit run app/main.py`` started on ``run`` with the
+    """``http://127.0.0.1:PORT/`` of ``streamlit run app/serve.py`` started on ``run`` with the
     flags ``python -m app`` gives it, stopped on exit; its output goes to
     ``test-artifacts/streamlit-<run name>.log``."""
     port = _free_port()
@@ -96,7 +96,7 @@ def serve(run: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def dashboard_url(chromium_path: Path, browser_run: Path) -> Iterator[str]:
-    """``http://127.0.0.1:PORT/`` of ``streamlit run app/main.py`` on the demo run."""
+    """``http://127.0.0.1:PORT/`` of ``streamlit run app/serve.py`` on the demo run."""
     with serve(browser_run) as url:
         yield url
 

@@ -75,6 +75,24 @@ def test_every_page_renders_with_its_title_and_no_exception(
     assert first_word in visible_title(page).lower()
 
 
+@pytest.mark.parametrize("path", ["fifo", "replay?buffer=train", "sampling_lab?lab_seed=3"])
+def test_a_link_to_a_page_reaches_the_server_at_once_with_no_failed_request(
+    page: Any, dashboard_url: str, path: str
+) -> None:
+    # Streamlit's frontend alone first probes /<page>/_stcore/health (a 404) and waits 100 ms.
+    health: list[str] = []
+    failed: list[str] = []
+    page.on("response", lambda reply: (health.append(reply.url)
+                                       if reply.url.endswith("/_stcore/health") else None,
+                                       failed.append(f"{reply.status} {reply.url}")
+                                       if reply.status >= 400 else None))
+    page.goto(dashboard_url + path)
+    settle(page)
+    assert page.locator(EXCEPTION).count() == 0
+    assert failed == []
+    assert health == [dashboard_url + "_stcore/health"]
+
+
 def test_resample_on_the_sampling_lab_draws_without_an_exception(
     page: Any, dashboard_url: str
 ) -> None:

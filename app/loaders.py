@@ -1,12 +1,16 @@
 """Cached reads every page shares: summaries, the metrics log, single leaves, index-only
 buffers, replay figures and RLinf indexes, each read once per version of the files under it.
 
-Each loader takes a path, checks that it resolves inside the dashboard's roots
-(:func:`confined`) and calls a Streamlit cache keyed on the resolved path and its
+Each loader of a path calls a Streamlit cache keyed on the path and its
 :func:`~app.fingerprint.fingerprint`, so an entry goes stale exactly when a file under the path
-changes. They return immutable summaries or fresh numpy arrays (``st.cache_data`` copies), or
-the one shared index-only buffer (``st.cache_resource``, never to be mutated), and raise
-:data:`~app.run_data.READ_ERRORS` for what cannot be read: drawing why is :mod:`app.ui`'s job.
+changes. Those that read a checkpoint or an RLinf directory first check that it resolves
+inside the dashboard's roots (:func:`confined`); the source and its log were checked when the
+source was chosen (:mod:`app.sources`), and :func:`load_source` reads only the parts inside
+them. They return immutable summaries or fresh numpy arrays (``st.cache_data`` copies), or the
+one shared index-only buffer (``st.cache_resource``, never to be mutated). What cannot be read
+is raised as :data:`~app.run_data.READ_ERRORS`, except where a docstring says the loader
+returns it (the log's problems, a row verification's reason, unreadable RLinf files): drawing
+why is :mod:`app.ui`'s job.
 """
 
 from __future__ import annotations
@@ -87,7 +91,7 @@ def load_log(path: Path) -> MetricsLog:
     """The source's metrics log, cached until the file changes.
 
     A log that cannot be read at all gives no records and one problem saying why (pages list
-    problems with :func:`show_problems`), never an exception.
+    problems with :func:`app.ui.show_problems`), never an exception.
     """
     log = path / METRICS_FILE
     try:

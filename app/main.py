@@ -1,4 +1,5 @@
-"""The dashboard's entry script: ``streamlit run app/main.py`` (or ``python -m app``).
+"""The dashboard's entry script: ``streamlit run app/main.py``, or ``python -m app``, which
+serves it through :mod:`app.serve`.
 
 ``streamlit run`` puts only this file's folder on ``sys.path``, so the repository root is added
 first: the pages import ``app`` and ``bufcore`` from it. Then ``st.navigation`` runs the chosen

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 from streamlit.runtime.scriptrunner import magic
 
 import app.__main__ as launcher
-from app.serve import BASE_SCRIPT, index_html, page_paths
+from app.serve import base_script, index_html, page_names, page_routes
 from app.sources import ROOTS_ENV, RUNS_ENV, DashboardConfig
 from tests.support import interrupt_once_serving, session_members, wait_until_serving
 
@@ -154,43 +156,85 @@ def test_the_dashboard_serves_on_its_port_and_ctrl_c_stops_it_with_exit_130(
     assert "Traceback" not in err
 
 
+def served_page(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}") as reply:
+        assert reply.headers["Cache-Control"] == "no-cache", path
+        return str(reply.read().decode())
+
+
+def start_dashboard(run: Path, port: int, **env: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", str(run), "--port", str(port)],
+        env={**os.environ, "PYTHONPATH": str(REPO), **env}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )
+    return process
+
+
 @pytest.mark.slow
 def test_every_page_url_answers_a_page_that_names_the_server_base(demo_run: Path) -> None:
     # Without the base, Streamlit's frontend probes /<page>/_stcore/health (a 404) first and
     # waits 100 ms: every link to a page but the default one paid it.
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app", str(demo_run), "--port", str(port)],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, cwd=REPO,
-    )
+    process = start_dashboard(demo_run, port)
     try:
         wait_until_serving(process, port)
-        for path in page_paths():
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}?buffer=train") as reply:
-                html = reply.read().decode()
-                assert reply.headers["Cache-Control"] == "no-cache", path
-            assert BASE_SCRIPT in html, path
-            assert html.index(BASE_SCRIPT) < html.index('<script type="module"'), path
+        for name in page_names():
+            html = served_page(port, f"/{name}?buffer=train")
+            assert base_script(name) in html, name
+            assert html.index(base_script(name)) < html.index('<script type="module"'), name
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=60)
 
 
-def test_the_page_paths_are_the_default_and_every_page_script() -> None:
-    expected = {"/", *(f"/{script.stem}" for script in (REPO / "pages").glob("*.py"))}
-    assert set(page_paths()) == expected
-    assert "/replay" in expected
+@pytest.mark.slow
+def test_under_a_base_url_path_the_page_urls_carry_it(demo_run: Path) -> None:
+    port = free_port()
+    process = start_dashboard(demo_run, port, STREAMLIT_SERVER_BASE_URL_PATH="bufcore")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                served_page(port, "/bufcore/replay")
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.3)
+        assert base_script("replay") in served_page(port, "/bufcore/replay?buffer=train")
+        assert base_script("") in served_page(port, "/bufcore/")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+
+
+def test_the_default_page_and_every_page_script_get_a_route() -> None:
+    paths = {route.path for route in page_routes("<head></head>", "")}
+    assert paths == {"/", *(f"/{script.stem}" for script in (REPO / "pages").glob("*.py"))}
+
+
+def test_under_a_base_path_every_route_carries_it() -> None:
+    paths = {route.path for route in page_routes("<head></head>", "bufcore")}
+    assert {"/bufcore/", "/bufcore/replay", "/bufcore/td_ema"} <= paths
+    assert all(path.startswith("/bufcore/") for path in paths)
+
+
+def test_each_page_route_answers_the_base_script_of_its_own_page() -> None:
+    for route in page_routes("<html><head></head></html>", ""):
+        name = route.path.strip("/")
+        reply = asyncio.run(route.endpoint(None))  # the endpoint reads nothing of the request
+        assert base_script(name) in reply.body.decode(), route.path
 
 
 def test_the_base_script_goes_first_in_the_head() -> None:
-    html = index_html("<html><head><script>x()</script></head></html>")
-    assert html.index(BASE_SCRIPT) < html.index("<script>x()")
+    html = index_html("<html><head><script>x()</script></head></html>", "replay")
+    assert html.index(base_script("replay")) < html.index("<script>x()")
 
 
 def test_a_page_without_a_head_is_refused() -> None:
     with pytest.raises(ValueError, match=r"index\.html: expected a <head>"):
-        index_html("<html><body></body></html>")
+        index_html("<html><body></body></html>", "")
 
 
 # `bufcore dashboard` as a script starts it in the background (`cmd &`): the shell starts the

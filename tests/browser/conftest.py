@@ -63,12 +63,15 @@ def browser_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @contextmanager
-def serve(run: Path) -> Iterator[str]:
+def serve(run: Path, *, base: str = "") -> Iterator[str]:
     """``http://127.0.0.1:PORT/`` of ``streamlit run app/serve.py`` started on ``run`` with the
-    flags ``python -m app`` gives it, stopped on exit; its output goes to
+    flags ``python -m app`` gives it (with ``base``, Streamlit's ``server.baseUrlPath``, and
+    the URL ends in ``/base/``), stopped on exit; its output goes to
     ``test-artifacts/streamlit-<run name>.log``."""
     port = _free_port()
-    env = {**os.environ, RUNS_ENV: str(run), ROOTS_ENV: "", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, RUNS_ENV: str(run), ROOTS_ENV: "", "PYTHONPATH": str(REPO),
+           "STREAMLIT_SERVER_BASE_URL_PATH": base}
+    root = f"http://127.0.0.1:{port}/" + (f"{base}/" if base else "")
     log = SCREENSHOTS.parent / f"streamlit-{run.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as output:
@@ -78,13 +81,13 @@ def serve(run: Path) -> Iterator[str]:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health"):
+                with urllib.request.urlopen(f"{root}_stcore/health"):
                     break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"streamlit did not start; see {log}") from None
                 time.sleep(0.3)
-        yield f"http://127.0.0.1:{port}/"
+        yield root
     finally:
         server.terminate()
         try:

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import torch
 
+from app.serve import page_names
 from bufcore import Trajectory, TrajectoryReplayBuffer, load_buffer
 from tests.browser.conftest import SCREENSHOTS, serve
 from tests.replay_support import REPLAY_BUFFERS, write_replay_run
@@ -91,6 +92,42 @@ def test_a_link_to_a_page_reaches_the_server_at_once_with_no_failed_request(
     assert page.locator(EXCEPTION).count() == 0
     assert failed == []
     assert health == [dashboard_url + "_stcore/health"]
+
+
+def test_every_navigation_link_is_a_page_url_that_names_the_server_base(
+    page: Any, dashboard_url: str
+) -> None:
+    # The routes follow the file names; the links are what Streamlit itself made of them.
+    page.goto(dashboard_url)
+    settle(page)
+    links = page.locator('[data-testid="stSidebarNavLink"]')
+    paths = {urlparse(links.nth(i).get_attribute("href")).path for i in range(links.count())}
+    assert len(paths) == len(PAGES)
+    assert paths <= {f"/{name}" for name in page_names()}
+
+
+def test_under_a_base_url_path_a_link_to_a_page_reaches_the_server_at_once(
+    browser: Any, browser_run: Path
+) -> None:
+    with serve(browser_run, base="bufcore") as url:
+        context = browser.new_context(viewport={"width": 1400, "height": 1800})
+        try:
+            tab = context.new_page()
+            health: list[str] = []
+            tab.on("response", lambda reply: health.append(f"{reply.status} {reply.url}")
+                   if "/_stcore/health" in reply.url else None)
+            tab.goto(url + "replay?buffer=train")
+            settle(tab)
+            assert tab.locator(EXCEPTION).count() == 0
+            assert "Replay" in visible_title(tab)
+            assert health == [f"200 {url}_stcore/health"]
+            health.clear()
+            tab.goto(url.rstrip("/"))  # the default page, without the trailing slash
+            settle(tab)
+            assert "Overview" in visible_title(tab)
+            assert health == [f"200 {url}_stcore/health"]
+        finally:
+            context.close()
 
 
 def test_resample_on_the_sampling_lab_draws_without_an_exception(

@@ -81,8 +81,9 @@ TINY_DEMO = DemoOptions(
 )
 
 
-def wait_until_serving(process: subprocess.Popen[str], port: int) -> None:
-    """Wait (up to 60 s) until a dashboard answers its health check on ``port``.
+def wait_until_serving(process: subprocess.Popen[str], port: int, *, base: str = "") -> None:
+    """Wait (up to 60 s) until a dashboard answers its health check on ``port`` (under the
+    base URL path ``base``, Streamlit's ``server.baseUrlPath``, when one is set).
 
     Raises:
         OSError: it did not, or ``process`` exited first.
@@ -90,7 +91,8 @@ def wait_until_serving(process: subprocess.Popen[str], port: int) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as reply:
+            root = f"http://127.0.0.1:{port}/" + (f"{base}/" if base else "")
+            with urllib.request.urlopen(f"{root}_stcore/health") as reply:
                 assert reply.read() == b"ok"
             return
         except OSError:

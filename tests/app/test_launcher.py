@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -193,15 +192,7 @@ def test_under_a_base_url_path_the_page_urls_carry_it(demo_run: Path) -> None:
     port = free_port()
     process = start_dashboard(demo_run, port, STREAMLIT_SERVER_BASE_URL_PATH="bufcore")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                served_page(port, "/bufcore/replay")
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.3)
+        wait_until_serving(process, port, base="bufcore")
         assert base_script("replay") in served_page(port, "/bufcore/replay?buffer=train")
         assert base_script("") in served_page(port, "/bufcore/")
     finally:

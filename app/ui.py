@@ -172,18 +172,23 @@ def choose_buffer(
         if entry.summary is not None and (not kinds or entry.summary.kind in kinds)
         and (accept is None or accept(entry.summary))
     ]
-    for entry in data.buffers:
-        if entry.error is not None:
-            # An error when nothing else is left to show: the page is unusable because of it.
-            (st.warning if entries else st.error)(
-                f"Buffer `{entry.name}` is unusable: {literal(entry.error)}"
-            )
+    show_unusable(data, usable=bool(entries))
     if not entries:
         show_lack(data, need or "a " + (" or ".join(kinds) if kinds else "buffer") + " checkpoint")
         return None
     names = [entry.name for entry in entries]
     name = st.selectbox(label, names, key=BUFFER_KEY, bind="query-params")
     return entries[names.index(name)] if name in names else entries[0]
+
+
+def show_unusable(data: SourceData, *, usable: bool) -> None:
+    """Each buffer of the source that cannot be read, with the reason: a warning where the
+    page has another buffer to show (``usable``), an error where it has none."""
+    for entry in data.buffers:
+        if entry.error is not None:
+            (st.warning if usable else st.error)(
+                f"Buffer `{entry.name}` is unusable: {literal(entry.error)}"
+            )
 
 
 def show_lack(data: SourceData, need: str) -> None:

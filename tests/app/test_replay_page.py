@@ -60,6 +60,8 @@ def button(at: Any, label: str) -> Any:
 
 # The lazy expander of the drawn batch's table, opened.
 BATCH = ("rp_batch_table",)
+# The URL of the log's tab (the checkpoint's is open by default).
+LOG_TAB = {"rp_part": "From the log"}
 
 
 def drawn_table(at: Any) -> Any:
@@ -110,18 +112,65 @@ def test_a_lone_checkpoint_draws_the_same_sections_without_a_log(
     at = dashboard("replay", replay_run / "checkpoint" / "buffers" / name)
     assert not at.exception and not at.error
     assert [h.value for h in at.subheader] == SECTIONS[name][0]
+
+
+def test_the_log_tab_of_a_lone_checkpoint_says_what_it_needs(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run / "checkpoint" / "buffers" / "rows", query=LOG_TAB)
+    assert not at.exception and not at.error
     assert "This needs `replay` records in metrics.jsonl" in texts(at, "info")
+    assert not charts(at)
+
+
+def test_the_checkpoint_tab_draws_no_log_chart_and_the_log_tab_no_checkpoint_chart(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    now = dashboard("replay", replay_run, query={"buffer": "advanced"})
+    over = dashboard("replay", replay_run, query={"buffer": "advanced", **LOG_TAB})
+    assert set(charts(now)) == set(SECTIONS["advanced"][1])
+    assert set(charts(over)) == set(LOG_CHARTS)
+
+
+def test_the_open_tab_is_kept_in_the_url(dashboard: Dashboard, replay_run: Path) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "advanced", **LOG_TAB})
+    assert at.query_params["rp_part"] == "From the log"
+
+
+def test_a_run_with_only_a_log_opens_on_its_tab_and_the_other_says_what_it_needs(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    write_log(run, [{"push_rate": 1.0, "sample_rate": 2.0}] * 3)
+    at = dashboard("replay", run)
+    assert list(charts(at)) == ["Push and sample rates"]
+    at.query_params["rp_part"] = "From the checkpoint"
+    at.run()
+    assert not charts(at)
+    assert "This needs a buffer checkpoint with a `PrioritizedSampler`" in texts(at, "info")
+
+
+def test_an_unusable_buffer_is_named_above_the_tabs_whichever_is_open(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    write_log(run, [{"push_rate": 1.0, "sample_rate": 2.0}] * 3)
+    DictBuffer(capacity=4, sampler=PrioritizedSampler()).save(run / "checkpoint" / "buffers" / "x")
+    (run / "checkpoint" / "buffers" / "x" / "buffer.hdf5").write_bytes(b"not hdf5")
+    at = dashboard("replay", run)
+    assert list(charts(at)) == ["Push and sample rates"]
+    assert "Buffer `x` is unusable" in texts(at, "error")
 
 
 def test_the_log_part_draws_every_logged_group(dashboard: Dashboard, replay_run: Path) -> None:
-    at = dashboard("replay", replay_run, query={"buffer": "advanced"})
+    at = dashboard("replay", replay_run, query={"buffer": "advanced", **LOG_TAB})
     assert set(LOG_CHARTS) <= set(charts(at))
 
 
 def test_a_log_without_importance_weights_names_the_keys_it_lacks(
     dashboard: Dashboard, replay_run: Path
 ) -> None:
-    at = dashboard("replay", replay_run, query={"buffer": "advanced"})
+    at = dashboard("replay", replay_run, query={"buffer": "advanced", **LOG_TAB})
     assert "lack importance weights (`is_weight_min`" in texts(at, "info")
     assert "Importance weights (min, median, max)" not in charts(at)
 
@@ -155,15 +204,16 @@ def test_a_run_without_replay_data_says_what_the_page_needs(
 def test_a_log_and_a_checkpoint_of_different_buffers_are_said_to_differ(
     dashboard: Dashboard, replay_run: Path
 ) -> None:
-    at = dashboard("replay", replay_run, query={"buffer": "rows"})
+    at = dashboard("replay", replay_run, query={"buffer": "rows", **LOG_TAB})
     assert "describe different buffers" in texts(at, "warning")
 
 
 def test_a_log_of_the_checkpoints_buffer_raises_no_warning(
     dashboard: Dashboard, replay_run: Path
 ) -> None:
-    at = dashboard("replay", replay_run, query={"buffer": "advanced"})
+    at = dashboard("replay", replay_run, query={"buffer": "advanced", **LOG_TAB})
     assert not at.warning
+    assert set(LOG_CHARTS) <= set(charts(at))
 
 
 def write_log(run: Path, records: list[dict[str, Any]]) -> None:
@@ -327,8 +377,10 @@ def test_every_url_key_the_readme_lists_for_the_page_is_bound() -> None:
 def test_every_chart_sends_its_data_as_arrow_not_inside_the_spec(
     dashboard: Dashboard, replay_run: Path
 ) -> None:
-    at = dashboard("replay", replay_run, query={"buffer": "advanced"})
-    elements = at.get("vega_lite_chart")
+    elements = [*dashboard("replay", replay_run, query={"buffer": "advanced"}
+                           ).get("vega_lite_chart"),
+                *dashboard("replay", replay_run, query={"buffer": "advanced", **LOG_TAB}
+                           ).get("vega_lite_chart")]
     assert len(elements) == 10  # 4 of the checkpoint, 6 of the log
     assert all("datasets" not in json.loads(c.proto.spec) for c in elements)
     assert all(named.data.data for c in elements for named in c.proto.datasets)

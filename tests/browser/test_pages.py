@@ -468,11 +468,12 @@ def charts_drawn(page: Any, count: int) -> int:
     return int(charts.count())
 
 
-# Charts each checkpoint's part draws above the log's 6.
+# Charts each checkpoint's tab draws; the log's tab draws 6.
 REPLAY_CHARTS = {"rows": 2, "windows": 3, "advanced": 4, "naive": 2, "episode": 0}
+LOG_CHARTS = 6
 
 
-@pytest.mark.parametrize("name", list(REPLAY_BUFFERS))
+@pytest.mark.parametrize("name", [name for name in REPLAY_BUFFERS if REPLAY_CHARTS[name]])
 def test_the_replay_page_draws_each_kind_of_buffer(
     browser: Any, replay_url: str, name: str
 ) -> None:
@@ -483,13 +484,49 @@ def test_the_replay_page_draws_each_kind_of_buffer(
         asked = plotly_requests(tab)
         tab.goto(replay_url + f"replay?buffer={name}")
         settle(tab)
-        expected = REPLAY_CHARTS[name] + 6
-        assert charts_drawn(tab, expected) == expected
+        assert charts_drawn(tab, REPLAY_CHARTS[name]) == REPLAY_CHARTS[name]
         screenshot(tab, f"replay-{name}")
         assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
         assert asked == []
         assert tab.locator(EXCEPTION).count() == 0
         assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
+    finally:
+        context.close()
+
+
+def test_the_replay_pages_log_tab_draws_the_logs_charts_in_place_of_the_checkpoints(
+    browser: Any, replay_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(replay_url + "replay?buffer=advanced")
+        settle(tab)
+        charts_drawn(tab, REPLAY_CHARTS["advanced"])
+        tab.get_by_role("tab", name="From the log").click()
+        tab.wait_for_url(re.compile(r"rp_part=From\+the\+log"))
+        settle(tab)
+        assert charts_drawn(tab, LOG_CHARTS) == LOG_CHARTS
+        assert "Priority distribution" not in tab.inner_text("body")
+        screenshot(tab, "replay-log-tab")
+        assert tab.locator(EXCEPTION).count() == 0
+    finally:
+        context.close()
+
+
+def test_an_episode_buffers_replay_page_shows_its_counters_and_draws_no_chart(
+    browser: Any, replay_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(replay_url + "replay?buffer=episode")
+        settle(tab)
+        assert "Refused samples" in tab.inner_text("body")
+        assert tab.locator('[data-testid="stVegaLiteChart"]').count() == 0
+        assert tab.locator(EXCEPTION).count() == 0
     finally:
         context.close()
 
@@ -513,7 +550,7 @@ def test_resample_on_the_replay_page_puts_the_next_seed_in_the_link(
         context.close()
 
 
-def test_resample_on_the_replay_page_reruns_the_checkpoint_part_but_not_the_log_charts(
+def test_resample_on_the_replay_page_reruns_the_checkpoint_part_alone(
     browser: Any, replay_url: str
 ) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 1800})
@@ -523,8 +560,7 @@ def test_resample_on_the_replay_page_reruns_the_checkpoint_part_but_not_the_log_
         frames = received_frames(tab)
         tab.goto(replay_url + "replay?buffer=windows&rp_seed=2")
         settle(tab)
-        first = b"".join(frames)
-        assert b"Priority quantiles" in first  # the log's chart, sent on the first run
+        assert b"buffer replays what it holds" in b"".join(frames)  # the page's caption
         frames.clear()
         tab.get_by_role("button", name="Resample").click()
         tab.wait_for_url(re.compile(r"rp_seed=3"))
@@ -532,8 +568,32 @@ def test_resample_on_the_replay_page_reruns_the_checkpoint_part_but_not_the_log_
         sent = b"".join(frames)
         assert b"Seed 3:" in sent
         assert b"Priority distribution" in sent  # the checkpoint's charts, redrawn
-        assert b"Priority quantiles" not in sent  # the log's, left as they were
-        assert charts_drawn(tab, REPLAY_CHARTS["windows"] + 6) == REPLAY_CHARTS["windows"] + 6
+        assert b"buffer replays what it holds" not in sent  # the rest of the page, left as it was
+        assert charts_drawn(tab, REPLAY_CHARTS["windows"]) == REPLAY_CHARTS["windows"]
+        assert tab.locator(EXCEPTION).count() == 0
+    finally:
+        context.close()
+
+
+def test_returning_to_the_replay_pages_checkpoint_tab_keeps_the_seed(
+    browser: Any, replay_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        tab.goto(replay_url + "replay?buffer=windows&rp_seed=2")
+        settle(tab)
+        tab.get_by_role("button", name="Resample").click()
+        tab.wait_for_url(re.compile(r"rp_seed=3"))
+        settle(tab)
+        tab.get_by_role("tab", name="From the log").click()
+        tab.wait_for_url(re.compile(r"rp_part="))
+        settle(tab)
+        tab.get_by_role("tab", name="From the checkpoint").click()
+        tab.wait_for_url(re.compile(r"rp_seed=3"))
+        settle(tab)
+        assert "Seed 3:" in tab.inner_text("body")
         assert tab.locator(EXCEPTION).count() == 0
     finally:
         context.close()

@@ -5,7 +5,9 @@ reports (:mod:`app.loaders` does the cached reading). With :mod:`app.loaders` an
 
 State that a teammate's link should reproduce (source, buffer, seed, sizes, knobs) lives in
 widgets bound to the URL's query parameters (``bind="query-params"``, the key is the
-parameter's name).
+parameter's name). Streamlit keeps only the drawn widgets' parameters in the URL: on a page in
+tabs (Replay) a link carries the open tab and its controls; the others come back from the
+session when their tab is opened again, not from the link.
 """
 
 from __future__ import annotations
@@ -214,8 +216,9 @@ def lazy_expander(label: str, *, key: str, expanded: bool = False) -> Iterator[b
 
     Opening it reruns the page (or the fragment it is in), which then draws them. A table in a
     closed plain expander still costs a fresh tab its grid: the Replay page's four cost 0.4 s
-    of its first render (``bench.dashboard_browser``). ``key`` holds the open state in the
-    session (``st.session_state[key]``), so a table stays open across a page's reruns.
+    of its first render when it drew both its parts at once (``bench.dashboard_browser``).
+    ``key`` holds the open state in the session (``st.session_state[key]``), so a table stays
+    open across a page's reruns.
     """
     with st.expander(label, expanded=expanded, key=key, on_change="rerun") as box:
         yield bool(box.open)

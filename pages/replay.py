@@ -75,7 +75,7 @@ for error in data.errors:
     st.warning(error)
 log = loaders.load_log(source.path) if data.has_log else None
 series = replay_series(log.records) if log is not None else {}
-# Buffers of the source this page can show.
+# Whether the source has a buffer this page can show.
 fits = any(e.summary is not None and replayable(e.summary) for e in data.buffers)
 if not series and not fits:
     ui.show_lack(data, f"{CHECKPOINT_NEED}, or {LOG_NEED}")
@@ -263,8 +263,9 @@ def use_staleness(items: ReplayItems, summary: CheckpointSummary) -> None:
 @st.fragment
 def checkpoint_part(source: Source, path: Path) -> None:
     """Everything the checkpoint at ``path`` shows. A fragment: Resample and the draw's other
-    widgets rerun this part alone, not the log's charts below, which do not depend on them;
-    each run reads the summary afresh, so a checkpoint replaced between two draws is noticed."""
+    widgets rerun this part alone, not the rest of the page (caption, moments, buffer picker),
+    which does not depend on them; each run reads the summary afresh, so a checkpoint replaced
+    between two draws is noticed."""
     entry = ui.current_entry(source, path)
     if entry is None or entry.summary is None:
         st.info(f"{literal(path)}: no readable buffer there now; pick another in the menu above.")
@@ -277,7 +278,8 @@ def checkpoint_part(source: Source, path: Path) -> None:
             f"`{summary.kind}` draws episodes uniformly, so it has no priorities or "
             "importance weights; its per-episode use and collect_iter are in state.json, "
             "which only the buffer's own load reads, so the checkpoint gives its counters "
-            "alone. Its `replay` records, where the run logged them, are below."
+            "alone. Its `replay` records, where the run logged them, are in the "
+            f"**{LOG_TAB}** tab."
         )
         return
     try:
@@ -320,7 +322,8 @@ def checkpoint_part(source: Source, path: Path) -> None:
 
 
 def log_part(replay: dict[str, ReplaySeries], checkpoint_kind: str | None) -> None:
-    """Everything the log shows; ``checkpoint_kind``: the class of the buffer shown above."""
+    """Everything the log shows; ``checkpoint_kind``: the class of the buffer picked above the
+    tabs (None when the source has none this page can show)."""
     # The checkpoint's own class first, so both parts describe one buffer where they can.
     names = sorted(replay, key=lambda name: name != checkpoint_kind)
     name = names[0]
@@ -334,8 +337,8 @@ def log_part(replay: dict[str, ReplaySeries], checkpoint_kind: str | None) -> No
     st.caption(f"{found.total:,} `replay` records of `{found.buffer}`, steps {first:,} to "
                f"{last:,}.")
     if checkpoint_kind is not None and found.buffer != checkpoint_kind:
-        st.warning(f"These records come from a `{found.buffer}`, the checkpoint above is a "
-                   f"`{checkpoint_kind}`: the two parts describe different buffers.")
+        st.warning(f"These records come from a `{found.buffer}`, the buffer picked above is a "
+                   f"`{checkpoint_kind}`: the two tabs describe different buffers.")
     lacking = found.lacking()
     if lacking:
         needs = "; ".join(f"{group} (`{'`, `'.join(GROUPS[group])}`)" for group in lacking)
@@ -405,14 +408,17 @@ def _number(value: object) -> float | None:
 if fits:
     # Above the tabs: the log's part names it when its records come from another buffer.
     chosen = ui.choose_buffer(data, accept=replayable)
-    opening = CHECKPOINT_TAB
 else:  # the reasons above the tabs, whichever is open
     ui.show_unusable(data, usable=False)
-    chosen, opening = None, LOG_TAB
-# Only the open tab's part is drawn: a fresh tab shows the checkpoint's part 0.14 s sooner
-# than it showed both (alternated fresh tabs; the README's performance section).
-checkpoint_tab, log_tab = st.tabs([CHECKPOINT_TAB, LOG_TAB], default=opening, key=TAB_KEY,
-                                  on_change="rerun", bind="query-params")
+    chosen = None
+    if TAB_KEY not in st.session_state and TAB_KEY not in st.query_params:
+        # Opens on the log once; a fixed default keeps the tabs one widget (Streamlit keys
+        # it with its default), so a checkpoint written later does not switch the tab.
+        st.session_state[TAB_KEY] = LOG_TAB
+# Only the open tab's part is drawn: a fresh browser tab shows the checkpoint's part 0.14 s
+# sooner than it showed both (alternated fresh tabs; the README's performance section).
+checkpoint_tab, log_tab = st.tabs([CHECKPOINT_TAB, LOG_TAB], key=TAB_KEY, on_change="rerun",
+                                  bind="query-params")
 if checkpoint_tab.open:
     with checkpoint_tab:
         if chosen is not None:

@@ -16,7 +16,7 @@ import pytest
 from bufcore import DictBuffer, PrioritizedSampler, RunLogger
 from tests.app.conftest import Dashboard
 from tests.app.test_sampling_url_keys import _bound_keys
-from tests.replay_support import write_replay_run
+from tests.replay_support import prioritized_rows, write_replay_run
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +132,27 @@ def test_the_checkpoint_tab_draws_no_log_chart_and_the_log_tab_no_checkpoint_cha
     assert set(charts(over)) == set(LOG_CHARTS)
 
 
-def test_the_open_tab_is_kept_in_the_url(dashboard: Dashboard, replay_run: Path) -> None:
-    at = dashboard("replay", replay_run, query={"buffer": "advanced", **LOG_TAB})
-    assert at.query_params["rp_part"] == "From the log"
+def test_switching_tabs_in_a_session_draws_the_other_parts_charts(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    # The URL side of a switch (rp_part written, then removed) is the frontend's: the browser
+    # tests pin it; AppTest does not write widget values back into its query parameters.
+    at = dashboard("replay", replay_run, query={"buffer": "advanced"})
+    at.session_state["rp_part"] = "From the log"  # as a click on the tab
+    at.run()
+    assert set(charts(at)) == set(LOG_CHARTS)
+    at.session_state["rp_part"] = "From the checkpoint"
+    at.run()
+    assert set(charts(at)) == set(SECTIONS["advanced"][1])
+
+
+def test_a_tab_name_the_page_does_not_have_opens_the_checkpoints_tab(
+    dashboard: Dashboard, replay_run: Path
+) -> None:
+    at = dashboard("replay", replay_run, query={"buffer": "advanced", "rp_part": "nonsense"})
+    assert not at.exception
+    assert "rp_part" not in at.query_params
+    assert set(charts(at)) == set(SECTIONS["advanced"][1])
 
 
 def test_a_run_with_only_a_log_opens_on_its_tab_and_the_other_says_what_it_needs(
@@ -142,24 +160,56 @@ def test_a_run_with_only_a_log_opens_on_its_tab_and_the_other_says_what_it_needs
 ) -> None:
     run = tmp_path / "run"
     write_log(run, [{"push_rate": 1.0, "sample_rate": 2.0}] * 3)
-    at = dashboard("replay", run)
-    assert list(charts(at)) == ["Push and sample rates"]
-    at.query_params["rp_part"] = "From the checkpoint"
-    at.run()
-    assert not charts(at)
-    assert "This needs a buffer checkpoint with a `PrioritizedSampler`" in texts(at, "info")
+    assert list(charts(dashboard("replay", run))) == ["Push and sample rates"]
+    linked = dashboard("replay", run, query={"rp_part": "From the checkpoint"})
+    assert not charts(linked)
+    assert "This needs a buffer checkpoint with a `PrioritizedSampler`" in texts(linked, "info")
 
 
-def test_an_unusable_buffer_is_named_above_the_tabs_whichever_is_open(
+def test_a_log_only_run_stays_on_the_log_tab_when_a_checkpoint_is_written(
     dashboard: Dashboard, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
     write_log(run, [{"push_rate": 1.0, "sample_rate": 2.0}] * 3)
-    DictBuffer(capacity=4, sampler=PrioritizedSampler()).save(run / "checkpoint" / "buffers" / "x")
-    (run / "checkpoint" / "buffers" / "x" / "buffer.hdf5").write_bytes(b"not hdf5")
     at = dashboard("replay", run)
     assert list(charts(at)) == ["Push and sample rates"]
-    assert "Buffer `x` is unusable" in texts(at, "error")
+    DictBuffer(capacity=4, sampler=PrioritizedSampler()).save(run / "checkpoint" / "buffers" / "x")
+    at.session_state["rp_log"] = False  # any widget: the page runs again
+    at.run()
+    assert not at.exception
+    assert list(charts(at)) == ["Push and sample rates"]
+
+
+def damaged_run(run: Path, *, readable: bool) -> None:
+    """A log, a damaged prioritized buffer ``x`` and, if ``readable``, a sound one ``y``."""
+    write_log(run, [{"push_rate": 1.0, "sample_rate": 2.0}] * 3)
+    buffers = run / "checkpoint" / "buffers"
+    DictBuffer(capacity=4, sampler=PrioritizedSampler()).save(buffers / "x")
+    (buffers / "x" / "buffer.hdf5").write_bytes(b"not hdf5")
+    if readable:
+        prioritized_rows().save(buffers / "y")
+
+
+@pytest.mark.parametrize("query", [{}, {"rp_part": "From the checkpoint"}],
+                         ids=["log tab", "checkpoint tab"])
+def test_an_unusable_buffer_is_named_once_above_the_tabs_whichever_is_open(
+    dashboard: Dashboard, tmp_path: Path, query: dict[str, str]
+) -> None:
+    damaged_run(tmp_path / "run", readable=False)
+    at = dashboard("replay", tmp_path / "run", query=query)
+    assert not at.exception
+    unusable = [e.value for e in at.error if "is unusable" in e.value]
+    assert len(unusable) == 1 and "Buffer `x` is unusable" in unusable[0]
+
+
+def test_an_unusable_buffer_beside_a_sound_one_is_a_warning_on_the_log_tab_too(
+    dashboard: Dashboard, tmp_path: Path
+) -> None:
+    damaged_run(tmp_path / "run", readable=True)
+    at = dashboard("replay", tmp_path / "run", query=LOG_TAB)
+    assert not at.exception
+    assert "Buffer `x` is unusable" in texts(at, "warning")
+    assert list(charts(at)) == ["Push and sample rates"]
 
 
 def test_the_log_part_draws_every_logged_group(dashboard: Dashboard, replay_run: Path) -> None:

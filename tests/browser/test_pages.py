@@ -575,7 +575,7 @@ def test_resample_on_the_replay_page_reruns_the_checkpoint_part_alone(
         context.close()
 
 
-def test_returning_to_the_replay_pages_checkpoint_tab_keeps_the_seed(
+def test_back_on_the_replay_pages_checkpoint_tab_the_seed_is_kept_and_the_tab_leaves_the_link(
     browser: Any, replay_url: str
 ) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 1800})
@@ -594,6 +594,7 @@ def test_returning_to_the_replay_pages_checkpoint_tab_keeps_the_seed(
         tab.wait_for_url(re.compile(r"rp_seed=3"))
         settle(tab)
         assert "Seed 3:" in tab.inner_text("body")
+        assert "rp_part" not in tab.url  # the default tab: a link without it opens there
         assert tab.locator(EXCEPTION).count() == 0
     finally:
         context.close()

@@ -5,9 +5,9 @@ reports (:mod:`app.loaders` does the cached reading). With :mod:`app.loaders` an
 
 State that a teammate's link should reproduce (source, buffer, seed, sizes, knobs) lives in
 widgets bound to the URL's query parameters (``bind="query-params"``, the key is the
-parameter's name). Streamlit keeps only the drawn widgets' parameters in the URL: on a page in
-tabs (Replay) a link carries the open tab and its controls; the others come back from the
-session when their tab is opened again, not from the link.
+parameter's name). Streamlit keeps only the drawn widgets' parameters in the URL: a widget a
+run does not draw (in a closed tab, say) leaves the link, and its value comes back from the
+session, not from the link, when it is drawn again.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def choose_buffer(
         if entry.summary is not None and (not kinds or entry.summary.kind in kinds)
         and (accept is None or accept(entry.summary))
     ]
-    show_unusable(data, usable=bool(entries))
+    show_unusable(data, others_usable=bool(entries))
     if not entries:
         show_lack(data, need or "a " + (" or ".join(kinds) if kinds else "buffer") + " checkpoint")
         return None
@@ -183,12 +183,12 @@ def choose_buffer(
     return entries[names.index(name)] if name in names else entries[0]
 
 
-def show_unusable(data: SourceData, *, usable: bool) -> None:
+def show_unusable(data: SourceData, *, others_usable: bool) -> None:
     """Each buffer of the source that cannot be read, with the reason: a warning where the
-    page has another buffer to show (``usable``), an error where it has none."""
+    page has another buffer to show (``others_usable``), an error where it has none."""
     for entry in data.buffers:
         if entry.error is not None:
-            (st.warning if usable else st.error)(
+            (st.warning if others_usable else st.error)(
                 f"Buffer `{entry.name}` is unusable: {literal(entry.error)}"
             )
 

@@ -1,6 +1,9 @@
 """Replay statistics: how a prioritized or DI-engine buffer replays what it holds, from its
 checkpoint (priorities, importance weights, use, staleness, the trajectories window draws
-favour, a seeded draw) and from the run's ``replay`` records (the same figures over training)."""
+favour, a seeded draw) and from the run's ``replay`` records (the same figures over training).
+
+The two parts are tabs and only the open one is drawn, so a link carries the open tab
+(``rp_part``, absent for the checkpoint's) and that tab's controls only."""
 
 from __future__ import annotations
 
@@ -57,6 +60,8 @@ LOG_NEED = ("`replay` records in metrics.jsonl: a training loop appends them wit
 # The page's two parts, one tab each; the open one is in the URL.
 CHECKPOINT_TAB, LOG_TAB = "From the checkpoint", "From the log"
 TAB_KEY = "rp_part"
+# The source the open tab was last checked against (session only, not in the URL).
+TAB_SOURCE_KEY = "rp_part_source"
 
 
 st.title("Replay statistics")
@@ -405,16 +410,38 @@ def _number(value: object) -> float | None:
             and math.isfinite(float(value)) else None)
 
 
+def open_a_tab_with_content(source: Source, *, shows: dict[str, bool]) -> None:
+    """Once per source in a session, before the tabs are drawn: leave the open tab (the
+    checkpoint's on a first visit, or the one a link names) where it shows something for this
+    source, else open the other, so a log-only run opens on its log.
+
+    Checked when the source changes, not on every run: the tabs' default stays the
+    checkpoint's (Streamlit keys a widget with its default, so a default that followed the
+    source would drop the user's tab), and a checkpoint a live run writes later does not move
+    the tab away from the log the user is reading. ``shows``: tab label -> whether it has
+    content.
+    """
+    if st.session_state.get(TAB_SOURCE_KEY) == str(source.path):
+        return
+    first_visit = TAB_SOURCE_KEY not in st.session_state
+    st.session_state[TAB_SOURCE_KEY] = str(source.path)
+    linked = st.query_params.get(TAB_KEY) if first_visit else None
+    if linked in shows:
+        return  # a link's tab is obeyed, even one that says what it needs
+    open_tab = st.session_state.get(TAB_KEY, CHECKPOINT_TAB)
+    if not shows.get(open_tab, False):
+        other = LOG_TAB if open_tab == CHECKPOINT_TAB else CHECKPOINT_TAB
+        if shows[other]:
+            st.session_state[TAB_KEY] = other
+
+
 if fits:
     # Above the tabs: the log's part names it when its records come from another buffer.
     chosen = ui.choose_buffer(data, accept=replayable)
 else:  # the reasons above the tabs, whichever is open
-    ui.show_unusable(data, usable=False)
+    ui.show_unusable(data, others_usable=False)
     chosen = None
-    if TAB_KEY not in st.session_state and TAB_KEY not in st.query_params:
-        # Opens on the log once; a fixed default keeps the tabs one widget (Streamlit keys
-        # it with its default), so a checkpoint written later does not switch the tab.
-        st.session_state[TAB_KEY] = LOG_TAB
+open_a_tab_with_content(source, shows={CHECKPOINT_TAB: fits, LOG_TAB: bool(series)})
 # Only the open tab's part is drawn: a fresh browser tab shows the checkpoint's part 0.14 s
 # sooner than it showed both (alternated fresh tabs; the README's performance section).
 checkpoint_tab, log_tab = st.tabs([CHECKPOINT_TAB, LOG_TAB], key=TAB_KEY, on_change="rerun",

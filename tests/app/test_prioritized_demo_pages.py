@@ -12,7 +12,7 @@ import pytest
 from app.ui import BUFFER_KEY
 from bufcore.runs.demo import run_demo
 from tests.app.conftest import PAGES, Dashboard
-from tests.app.test_replay_page import LOG_TAB, charts, legend, texts
+from tests.app.test_replay_page import LOG_TAB_QUERY, charts, legend, texts
 from tests.support import TINY_DEMO
 
 
@@ -36,7 +36,7 @@ def test_the_page_shows_a_prioritized_run_without_errors(
 def test_the_replay_pages_log_tab_shows_a_prioritized_run_without_errors(
     dashboard: Dashboard, prioritized_run: Path
 ) -> None:
-    at = dashboard("replay", prioritized_run, query={BUFFER_KEY: "train", **LOG_TAB})
+    at = dashboard("replay", prioritized_run, query={BUFFER_KEY: "train", **LOG_TAB_QUERY})
     assert not at.exception
     assert [e.body for e in at.error] == []
     assert [w.body for w in at.warning] == []
@@ -55,7 +55,7 @@ def test_the_sampling_lab_names_the_prioritized_sampler_instead_of_offering_a_we
 def test_the_replay_page_draws_the_demos_trajectory_shares_over_training(
     dashboard: Dashboard, prioritized_run: Path
 ) -> None:
-    at = dashboard("replay", prioritized_run, query={BUFFER_KEY: "train", **LOG_TAB})
+    at = dashboard("replay", prioritized_run, query={BUFFER_KEY: "train", **LOG_TAB_QUERY})
     figure = charts(at)["Top trajectories' share of the window draws"]
     assert legend(figure) == ["top 5 trajectories' share (%)", "trajectories drawn"]
     assert figure["resolve"] == {"scale": {"y": "independent"}}  # drawn on the right axis
@@ -66,7 +66,7 @@ def test_the_replay_page_draws_the_demos_trajectory_shares_over_training(
 def test_the_replay_pages_log_scale_writes_its_ticks_out(
     dashboard: Dashboard, prioritized_run: Path
 ) -> None:
-    at = dashboard("replay", prioritized_run, query={BUFFER_KEY: "train", **LOG_TAB})
+    at = dashboard("replay", prioritized_run, query={BUFFER_KEY: "train", **LOG_TAB_QUERY})
     figure = charts(at)["Importance weights (min, median, max)"]
     median = next(one for one in figure["layer"] if one["mark"]["type"] == "line")
     y = median["encoding"]["y"]

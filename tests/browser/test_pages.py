@@ -508,7 +508,9 @@ def test_the_replay_pages_log_tab_draws_the_logs_charts_in_place_of_the_checkpoi
         tab.wait_for_url(re.compile(r"rp_part=From\+the\+log"))
         settle(tab)
         assert charts_drawn(tab, LOG_CHARTS) == LOG_CHARTS
-        assert "Priority distribution" not in tab.inner_text("body")
+        # Nothing of the checkpoint's part is drawn, not even hidden in its closed tab.
+        assert tab.get_by_role("button", name="Resample").count() == 0
+        assert tab.get_by_text("Priorities and importance weights", exact=True).count() == 0
         screenshot(tab, "replay-log-tab")
         assert tab.locator(EXCEPTION).count() == 0
     finally:
@@ -575,7 +577,7 @@ def test_resample_on_the_replay_page_reruns_the_checkpoint_part_alone(
         context.close()
 
 
-def test_back_on_the_replay_pages_checkpoint_tab_the_seed_is_kept_and_the_tab_leaves_the_link(
+def test_a_replay_tab_switch_takes_the_closed_tabs_controls_out_of_the_link_and_back(
     browser: Any, replay_url: str
 ) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 1800})
@@ -590,6 +592,7 @@ def test_back_on_the_replay_pages_checkpoint_tab_the_seed_is_kept_and_the_tab_le
         tab.get_by_role("tab", name="From the log").click()
         tab.wait_for_url(re.compile(r"rp_part="))
         settle(tab)
+        assert "rp_seed" not in tab.url  # the closed tab's controls leave the link
         tab.get_by_role("tab", name="From the checkpoint").click()
         tab.wait_for_url(re.compile(r"rp_seed=3"))
         settle(tab)

@@ -132,17 +132,21 @@ def test_the_checkpoint_tab_draws_no_log_chart_and_the_log_tab_no_checkpoint_cha
     assert set(charts(over)) == set(LOG_CHARTS)
 
 
+def click_tab(at: Any, label: str) -> None:
+    """Open the tab ``label`` as a click does (its value in session state) and rerun."""
+    at.session_state["rp_part"] = label
+    at.run()
+
+
 def test_switching_tabs_in_a_session_draws_the_other_parts_charts(
     dashboard: Dashboard, replay_run: Path
 ) -> None:
     # The URL side of a switch (rp_part written, then removed) is the frontend's: the browser
     # tests pin it; AppTest does not write widget values back into its query parameters.
     at = dashboard("replay", replay_run, query={"buffer": "advanced"})
-    at.session_state["rp_part"] = "From the log"  # as a click on the tab
-    at.run()
+    click_tab(at, "From the log")
     assert set(charts(at)) == set(LOG_CHARTS)
-    at.session_state["rp_part"] = "From the checkpoint"
-    at.run()
+    click_tab(at, "From the checkpoint")
     assert set(charts(at)) == set(SECTIONS["advanced"][1])
 
 
@@ -228,8 +232,7 @@ def test_coming_back_from_another_page_keeps_the_open_tab(
     dashboard: Dashboard, replay_run: Path
 ) -> None:
     at = dashboard("replay", replay_run, query={"buffer": "advanced"})
-    at.session_state["rp_part"] = "From the log"  # as a click on the tab
-    at.run()
+    click_tab(at, "From the log")
     at.switch_page(PAGES["overview"]).run()
     at.switch_page(PAGES["replay"]).run()
     assert set(charts(at)) == set(LOG_CHARTS)

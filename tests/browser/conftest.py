@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,11 +127,21 @@ def browser(chromium_path: Path) -> Iterator[object]:
         launched.close()
 
 
+@contextmanager
+def fresh_tab(browser: Any) -> Iterator[Any]:
+    """A 1400 x 1800 tab in a fresh browser context (no cookie, cache or storage of another
+    test), waiting up to 30 s for what it is asked; the context is closed on exit."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        yield tab
+    finally:
+        context.close()
+
+
 @pytest.fixture
-def page(browser: object, dashboard_url: str) -> Iterator[object]:
-    """A page in a fresh browser context (nothing kept from other tests)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})  # type: ignore[attr-defined]
-    tab = context.new_page()
-    tab.set_default_timeout(30_000)
-    yield tab
-    context.close()
+def page(browser: Any, dashboard_url: str) -> Iterator[Any]:
+    """A tab in a fresh browser context (nothing kept from other tests)."""
+    with fresh_tab(browser) as tab:
+        yield tab

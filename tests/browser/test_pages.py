@@ -16,7 +16,7 @@ import torch
 
 from app.serve import page_names
 from bufcore import Trajectory, TrajectoryReplayBuffer, load_buffer
-from tests.browser.conftest import SCREENSHOTS, serve
+from tests.browser.conftest import SCREENSHOTS, fresh_tab, serve
 from tests.replay_support import REPLAY_BUFFERS, write_replay_run
 
 pytestmark = pytest.mark.slow
@@ -109,25 +109,20 @@ def test_every_navigation_link_is_a_page_url_that_names_the_server_base(
 def test_under_a_base_url_path_a_link_to_a_page_reaches_the_server_at_once(
     browser: Any, browser_run: Path
 ) -> None:
-    with serve(browser_run, base="bufcore") as url:
-        context = browser.new_context(viewport={"width": 1400, "height": 1800})
-        try:
-            tab = context.new_page()
-            health: list[str] = []
-            tab.on("response", lambda reply: health.append(f"{reply.status} {reply.url}")
-                   if "/_stcore/health" in reply.url else None)
-            tab.goto(url + "replay?buffer=train")
-            settle(tab)
-            assert tab.locator(EXCEPTION).count() == 0
-            assert "Replay" in visible_title(tab)
-            assert health == [f"200 {url}_stcore/health"]
-            health.clear()
-            tab.goto(url.rstrip("/"))  # the default page, without the trailing slash
-            settle(tab)
-            assert "Overview" in visible_title(tab)
-            assert health == [f"200 {url}_stcore/health"]
-        finally:
-            context.close()
+    with serve(browser_run, base="bufcore") as url, fresh_tab(browser) as tab:
+        health: list[str] = []
+        tab.on("response", lambda reply: health.append(f"{reply.status} {reply.url}")
+               if "/_stcore/health" in reply.url else None)
+        tab.goto(url + "replay?buffer=train")
+        settle(tab)
+        assert tab.locator(EXCEPTION).count() == 0
+        assert "Replay" in visible_title(tab)
+        assert health == [f"200 {url}_stcore/health"]
+        health.clear()
+        tab.goto(url.rstrip("/"))  # the default page, without the trailing slash
+        settle(tab)
+        assert "Overview" in visible_title(tab)
+        assert health == [f"200 {url}_stcore/health"]
 
 
 def test_resample_on_the_sampling_lab_draws_without_an_exception(
@@ -192,10 +187,7 @@ def plotly_requests(tab: Any) -> list[str]:
 def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
     browser: Any, dashboard_url: str, query: str, count: int
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         asked = plotly_requests(tab)
         tab.goto(dashboard_url + "fifo?" + query)
         settle(tab)
@@ -207,8 +199,6 @@ def test_the_fifo_page_draws_vega_lite_charts_and_never_loads_plotly(
         assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
         assert asked == []
         assert tab.locator(EXCEPTION).count() == 0
-    finally:
-        context.close()
 
 
 # Charts each page draws on the demo run, all Vega-Lite (the Sampling lab's, before Draw N).
@@ -223,10 +213,7 @@ VEGA_PAGES = {
 def test_a_page_draws_only_vega_lite_and_never_loads_plotly(
     browser: Any, dashboard_url: str, path: str, count: int
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         asked = plotly_requests(tab)
         tab.goto(dashboard_url + path)
         settle(tab)
@@ -242,17 +229,12 @@ def test_a_page_draws_only_vega_lite_and_never_loads_plotly(
         assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
         assert asked == []
         assert tab.locator(EXCEPTION).count() == 0
-    finally:
-        context.close()
 
 
 def test_hovering_a_cell_of_the_emd_heatmap_names_its_motion_and_round(
     browser: Any, dashboard_url: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         tab.goto(dashboard_url + "curriculum")
         settle(tab)
         tab.wait_for_function(VEGA_DRAWN)
@@ -265,17 +247,12 @@ def test_hovering_a_cell_of_the_emd_heatmap_names_its_motion_and_round(
         tip.wait_for()
         text = tip.inner_text()
         assert "motion" in text and "round" in text and "EMD" in text
-    finally:
-        context.close()
 
 
 def test_hovering_the_fifo_occupancy_chart_shows_a_point_tooltip(
     browser: Any, dashboard_url: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         tab.goto(dashboard_url + "fifo?buffer=train")
         settle(tab)
         tab.wait_for_function(VEGA_DRAWN)
@@ -292,8 +269,6 @@ def test_hovering_the_fifo_occupancy_chart_shows_a_point_tooltip(
             if tip.count():
                 break
         assert "step" in tip.inner_text()
-    finally:
-        context.close()
 
 
 # What each page says the BFM-Zero run lacks; the others draw from its train buffer.
@@ -310,10 +285,7 @@ BFM_ZERO_LACKS = {
 def test_every_page_opens_a_bfm_zero_work_directory(
     browser: Any, bfm_zero_url: str, path: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         tab.goto(bfm_zero_url + path)
         settle(tab)
         screenshot(tab, f"bfm_zero-{path or 'overview'}")
@@ -323,8 +295,6 @@ def test_every_page_opens_a_bfm_zero_work_directory(
         assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
         if path in BFM_ZERO_LACKS:
             assert BFM_ZERO_LACKS[path] in text.replace("\n", " ")
-    finally:
-        context.close()
 def test_compare_opens_on_the_run_against_its_latest_earlier_checkpoint(
     page: Any, dashboard_url: str
 ) -> None:
@@ -377,15 +347,11 @@ def test_resample_puts_the_new_seed_in_the_link_and_the_link_shows_that_batch(
     code = shown_snippet(page)
     assert "manual_seed(5)" in code
     # The copied link, in a fresh browser profile: the same seed, the same snippet.
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        other = context.new_page()
+    with fresh_tab(browser) as other:
         other.goto(page.url)
         settle(other)
         assert "Seed 5:" in other.inner_text("body")
         assert shown_snippet(other) == code
-    finally:
-        context.close()
 
 
 def received_frames(tab: Any) -> list[bytes]:
@@ -400,10 +366,7 @@ def received_frames(tab: Any) -> list[bytes]:
 def test_resample_in_the_sampling_lab_reruns_only_the_draw(
     browser: Any, dashboard_url: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         frames = received_frames(tab)
         tab.goto(dashboard_url + "sampling_lab?buffer=train&lab_seed=7")
         settle(tab)
@@ -417,8 +380,6 @@ def test_resample_in_the_sampling_lab_reruns_only_the_draw(
         # The page's introduction, above the draw, is not sent again: only the draw reran.
         assert b"Draws real batches" not in sent
         assert tab.locator(EXCEPTION).count() == 0
-    finally:
-        context.close()
 
 
 def test_a_checkpoint_replaced_between_two_resamples_in_the_lab_warns(
@@ -427,27 +388,21 @@ def test_a_checkpoint_replaced_between_two_resamples_in_the_lab_warns(
     # The draw is a fragment: its rerun must read the checkpoint's summary afresh.
     run = tmp_path / "demo"
     shutil.copytree(browser_run, run)
-    with serve(run) as url:
-        context = browser.new_context(viewport={"width": 1400, "height": 1800})
-        try:
-            tab = context.new_page()
-            tab.set_default_timeout(30_000)
-            tab.goto(url + "sampling_lab?buffer=expert&lab_seed=7")
-            settle(tab)
-            warnings = tab.locator('[data-testid="stAlertContentWarning"]')
-            assert warnings.count() == 0
-            path = run / "checkpoint/buffers/expert"
-            buffer = load_buffer(path)
-            count = len(buffer.priorities)
-            buffer.update_priorities(torch.linspace(1.0, 2.0, count), torch.arange(count))
-            buffer.save(path)
-            tab.get_by_role("button", name="Resample").click()
-            tab.wait_for_url(re.compile(r"lab_seed=8"))
-            settle(tab)
-            assert "now holds another checkpoint" in warnings.first.inner_text()
-            assert tab.locator(EXCEPTION).count() == 0
-        finally:
-            context.close()
+    with serve(run) as url, fresh_tab(browser) as tab:
+        tab.goto(url + "sampling_lab?buffer=expert&lab_seed=7")
+        settle(tab)
+        warnings = tab.locator('[data-testid="stAlertContentWarning"]')
+        assert warnings.count() == 0
+        path = run / "checkpoint/buffers/expert"
+        buffer = load_buffer(path)
+        count = len(buffer.priorities)
+        buffer.update_priorities(torch.linspace(1.0, 2.0, count), torch.arange(count))
+        buffer.save(path)
+        tab.get_by_role("button", name="Resample").click()
+        tab.wait_for_url(re.compile(r"lab_seed=8"))
+        settle(tab)
+        assert "now holds another checkpoint" in warnings.first.inner_text()
+        assert tab.locator(EXCEPTION).count() == 0
 
 
 @pytest.fixture(scope="module")
@@ -477,10 +432,7 @@ LOG_CHARTS = 6
 def test_the_replay_page_draws_each_kind_of_buffer(
     browser: Any, replay_url: str, name: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         asked = plotly_requests(tab)
         tab.goto(replay_url + f"replay?buffer={name}")
         settle(tab)
@@ -490,17 +442,12 @@ def test_the_replay_page_draws_each_kind_of_buffer(
         assert asked == []
         assert tab.locator(EXCEPTION).count() == 0
         assert tab.locator('[data-testid="stAlertContentError"]').count() == 0
-    finally:
-        context.close()
 
 
 def test_the_replay_pages_log_tab_draws_the_logs_charts_in_place_of_the_checkpoints(
     browser: Any, replay_url: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         tab.goto(replay_url + "replay?buffer=advanced")
         settle(tab)
         charts_drawn(tab, REPLAY_CHARTS["advanced"])
@@ -513,33 +460,23 @@ def test_the_replay_pages_log_tab_draws_the_logs_charts_in_place_of_the_checkpoi
         assert tab.get_by_text("Priorities and importance weights", exact=True).count() == 0
         screenshot(tab, "replay-log-tab")
         assert tab.locator(EXCEPTION).count() == 0
-    finally:
-        context.close()
 
 
 def test_an_episode_buffers_replay_page_shows_its_counters_and_draws_no_chart(
     browser: Any, replay_url: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         tab.goto(replay_url + "replay?buffer=episode")
         settle(tab)
         assert "Refused samples" in tab.inner_text("body")
         assert tab.locator('[data-testid="stVegaLiteChart"]').count() == 0
         assert tab.locator(EXCEPTION).count() == 0
-    finally:
-        context.close()
 
 
 def test_resample_on_the_replay_page_puts_the_next_seed_in_the_link(
     browser: Any, replay_url: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         tab.goto(replay_url + "replay?buffer=windows&rp_seed=2")
         settle(tab)
         tab.get_by_role("button", name="Resample").click()
@@ -548,17 +485,12 @@ def test_resample_on_the_replay_page_puts_the_next_seed_in_the_link(
         assert tab.locator(EXCEPTION).count() == 0
         assert "Seed 3:" in tab.inner_text("body")
         screenshot(tab, "replay-windows-resampled")
-    finally:
-        context.close()
 
 
 def test_resample_on_the_replay_page_reruns_the_checkpoint_part_alone(
     browser: Any, replay_url: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         frames = received_frames(tab)
         tab.goto(replay_url + "replay?buffer=windows&rp_seed=2")
         settle(tab)
@@ -573,17 +505,12 @@ def test_resample_on_the_replay_page_reruns_the_checkpoint_part_alone(
         assert b"buffer replays what it holds" not in sent  # the rest of the page, left as it was
         assert charts_drawn(tab, REPLAY_CHARTS["windows"]) == REPLAY_CHARTS["windows"]
         assert tab.locator(EXCEPTION).count() == 0
-    finally:
-        context.close()
 
 
 def test_a_replay_tab_switch_takes_the_closed_tabs_controls_out_of_the_link_and_back(
     browser: Any, replay_url: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         tab.goto(replay_url + "replay?buffer=windows&rp_seed=2")
         settle(tab)
         tab.get_by_role("button", name="Resample").click()
@@ -599,8 +526,6 @@ def test_a_replay_tab_switch_takes_the_closed_tabs_controls_out_of_the_link_and_
         assert "Seed 3:" in tab.inner_text("body")
         assert "rp_part" not in tab.url  # the default tab: a link without it opens there
         assert tab.locator(EXCEPTION).count() == 0
-    finally:
-        context.close()
 
 
 @pytest.fixture(scope="module")
@@ -638,10 +563,7 @@ RLINF_CHARTS = {"fifo": 2, "trajectories": 3, "sampling_lab": 1}
 def test_every_rlinf_view_opens_an_rlinf_directory(
     browser: Any, rlinf_url: str, path: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         tab.goto(rlinf_url + path)
         settle(tab)
         screenshot(tab, f"rlinf-{path or 'overview'}")
@@ -653,17 +575,12 @@ def test_every_rlinf_view_opens_an_rlinf_directory(
             tab.wait_for_function(VEGA_DRAWN)
             assert tab.locator('[data-testid="stVegaLiteChart"]').count() == RLINF_CHARTS[path]
             assert tab.locator('[data-testid="stPlotlyChart"]').count() == 0
-    finally:
-        context.close()
 
 
 def test_resample_on_an_rlinf_directory_puts_the_next_seed_in_the_link(
     browser: Any, rlinf_url: str
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(30_000)
+    with fresh_tab(browser) as tab:
         tab.goto(rlinf_url + "sampling_lab?lab_seed=2")
         settle(tab)
         tab.get_by_role("button", name="Resample").click()
@@ -671,5 +588,3 @@ def test_resample_on_an_rlinf_directory_puts_the_next_seed_in_the_link(
         settle(tab)
         assert tab.locator(EXCEPTION).count() == 0
         assert "manual_seed(3)" in shown_snippet(tab)
-    finally:
-        context.close()

@@ -240,8 +240,7 @@ def test_coming_back_from_another_page_keeps_the_open_tab(
 
 def damaged_run(run: Path, *, readable: bool) -> None:
     """A log, a damaged prioritized buffer ``x`` and, if ``readable``, a sound one ``y``."""
-    write_log(run, [{"push_rate": 1.0, "sample_rate": 2.0}] * 3)
-    buffers = run / "checkpoint" / "buffers"
+    buffers = log_only_run(run) / "checkpoint" / "buffers"
     DictBuffer(capacity=4, sampler=PrioritizedSampler()).save(buffers / "x")
     (buffers / "x" / "buffer.hdf5").write_bytes(b"not hdf5")
     if readable:
